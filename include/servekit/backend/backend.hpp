@@ -1,0 +1,157 @@
+#pragma once
+/// \file
+/// The backend concept and backend_traits: what a user's model class must (and may) provide.
+///
+/// The minimum:
+///
+///     struct my_backend {
+///       explicit my_backend(const servekit::instance_context&);
+///       void execute(servekit::batch&);
+///     };
+///
+/// Optional members, detected here and defaulted by backend_traits:
+///
+///     static constexpr std::int32_t max_batch_size = 8;   // largest batch it accepts (0: none)
+///     static constexpr bool batching = true;              // may requests be batched together?
+///     static constexpr bool decoupled = false;            // several responses per request?
+///     static constexpr servekit::tensor_spec inputs[] = {...};
+///     static constexpr servekit::tensor_spec outputs[] = {...};
+
+#include <servekit/backend/batch.hpp>
+#include <servekit/backend/instance_context.hpp>
+#include <servekit/backend/tensor_spec.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+namespace servekit {
+
+namespace detail {
+
+// -- required ----------------------------------------------------------------------------------
+
+/// Construction is Triton's instance initialise; destruction is its finalise.
+template <class B>
+concept constructible_from_instance_context =
+    std::destructible<B> && std::constructible_from<B, const instance_context&>;
+
+/// One execution of a batch: read the requests, fill one response per request.
+template <class B>
+concept has_execute_batch = requires(B& backend, batch& b) { backend.execute(b); };
+
+// -- optional ----------------------------------------------------------------------------------
+
+template <class B>
+concept declares_max_batch_size = requires { B::max_batch_size; };
+template <class B>
+concept declares_max_batch_size_as_int = requires {
+  { B::max_batch_size } -> std::convertible_to<std::int32_t>;
+  requires std::integral<std::remove_cvref_t<decltype(B::max_batch_size)>>;
+};
+template <class B>
+concept declares_batching = requires { B::batching; };
+template <class B>
+concept declares_batching_as_bool = requires {
+  requires std::same_as<std::remove_cvref_t<decltype(B::batching)>, bool>;
+};
+template <class B>
+concept declares_decoupled = requires { B::decoupled; };
+template <class B>
+concept declares_decoupled_as_bool = requires {
+  requires std::same_as<std::remove_cvref_t<decltype(B::decoupled)>, bool>;
+};
+template <class B>
+concept declares_inputs = requires { B::inputs; };
+template <class B>
+concept declares_inputs_as_specs = requires {
+  { std::span<const tensor_spec>{B::inputs} };
+};
+template <class B>
+concept declares_outputs = requires { B::outputs; };
+template <class B>
+concept declares_outputs_as_specs = requires {
+  { std::span<const tensor_spec>{B::outputs} };
+};
+
+} // namespace detail
+
+/// A class servekit can run as a model instance.
+template <class B>
+concept backend = detail::constructible_from_instance_context<B> && detail::has_execute_batch<B>;
+
+/// A backend's optional properties with their defaults. Specialise it to describe a backend
+/// you cannot change.
+template <class B> struct backend_traits {
+  /// Upper bound for the model's max_batch_size; 0 means "the config decides".
+  static constexpr std::int32_t max_batch_size = [] {
+    if constexpr (detail::declares_max_batch_size_as_int<B>) {
+      return static_cast<std::int32_t>(B::max_batch_size);
+    } else {
+      return std::int32_t{0};
+    }
+  }();
+  /// Whether requests may share an execution.
+  static constexpr bool batching = [] {
+    if constexpr (detail::declares_batching_as_bool<B>) {
+      return B::batching;
+    } else {
+      return true;
+    }
+  }();
+  /// Whether a request may get several responses (Triton's decoupled transaction policy).
+  static constexpr bool decoupled = [] {
+    if constexpr (detail::declares_decoupled_as_bool<B>) {
+      return B::decoupled;
+    } else {
+      return false;
+    }
+  }();
+  /// Declared inputs; empty when the backend declares none (the config may declare them).
+  static constexpr std::span<const tensor_spec> inputs = [] {
+    if constexpr (detail::declares_inputs_as_specs<B>) {
+      return std::span<const tensor_spec>{B::inputs};
+    } else {
+      return std::span<const tensor_spec>{};
+    }
+  }();
+  /// Declared outputs; empty when the backend declares none.
+  static constexpr std::span<const tensor_spec> outputs = [] {
+    if constexpr (detail::declares_outputs_as_specs<B>) {
+      return std::span<const tensor_spec>{B::outputs};
+    } else {
+      return std::span<const tensor_spec>{};
+    }
+  }();
+};
+
+/// Checks a backend with one readable message per missing or malformed member. Composition
+/// roots call it first, so users see these messages rather than "constraints not satisfied".
+template <class B> consteval bool check_backend() {
+  static_assert(detail::constructible_from_instance_context<B>,
+                "servekit: a backend needs a public constructor "
+                "`explicit B(const servekit::instance_context&)` and a public destructor");
+  static_assert(detail::has_execute_batch<B>,
+                "servekit: a backend needs a public member function "
+                "`void execute(servekit::batch&)`");
+  static_assert(!detail::declares_max_batch_size<B> || detail::declares_max_batch_size_as_int<B>,
+                "servekit: a backend's `max_batch_size` must be "
+                "`static constexpr std::int32_t max_batch_size = N;`");
+  static_assert(backend_traits<B>::max_batch_size >= 0,
+                "servekit: a backend's `max_batch_size` must not be negative");
+  static_assert(!detail::declares_batching<B> || detail::declares_batching_as_bool<B>,
+                "servekit: a backend's `batching` must be `static constexpr bool batching = ...;`");
+  static_assert(!detail::declares_decoupled<B> || detail::declares_decoupled_as_bool<B>,
+                "servekit: a backend's `decoupled` must be "
+                "`static constexpr bool decoupled = ...;`");
+  static_assert(!detail::declares_inputs<B> || detail::declares_inputs_as_specs<B>,
+                "servekit: a backend's `inputs` must be "
+                "`static constexpr servekit::tensor_spec inputs[] = {...};`");
+  static_assert(!detail::declares_outputs<B> || detail::declares_outputs_as_specs<B>,
+                "servekit: a backend's `outputs` must be "
+                "`static constexpr servekit::tensor_spec outputs[] = {...};`");
+  return true;
+}
+
+} // namespace servekit

@@ -1,0 +1,104 @@
+#pragma once
+/// \file
+/// batch: the view of one execution that a backend's `execute(batch&)` receives.
+
+#include <servekit/backend/instance_context.hpp>
+#include <servekit/core/assert.hpp>
+#include <servekit/core/clock.hpp>
+#include <servekit/core/request.hpp>
+#include <servekit/core/response.hpp>
+#include <servekit/core/response_sink.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace servekit {
+
+/// The requests of one execution and one response slot per request. The backend reads
+/// `request(i)` (it may move tensors out of it: the request is its until execute returns) and
+/// fills `response(i)`; the model sends every response as final after execute returns. A
+/// decoupled backend may also `send_partial(i, ...)` during execute.
+///
+/// Optional timing marks split the execution into Triton's compute_input, compute_infer and
+/// compute_output statistics; without them the whole execution counts as compute_infer.
+class batch {
+public:
+  batch() = default;
+  batch(const batch&) = delete;
+  batch& operator=(const batch&) = delete;
+
+  /// Number of requests in the batch.
+  [[nodiscard]] std::size_t size() const noexcept { return requests_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return requests_.empty(); }
+
+  /// Sum of the requests' batch dimensions (each request counts 1 when the model does not batch).
+  [[nodiscard]] std::int64_t batch_size() const noexcept { return total_elements_; }
+
+  /// The batch dimension of request `i` (1 when the model does not batch).
+  [[nodiscard]] std::int64_t request_batch_size(std::size_t i) const noexcept {
+    return elements_[i];
+  }
+
+  [[nodiscard]] servekit::request& request(std::size_t i) noexcept { return *requests_[i]; }
+  [[nodiscard]] const servekit::request& request(std::size_t i) const noexcept {
+    return *requests_[i];
+  }
+  [[nodiscard]] servekit::response& response(std::size_t i) noexcept { return responses_[i]; }
+
+  [[nodiscard]] const instance_context& instance() const noexcept { return *instance_; }
+
+  /// Sends a non-final response of request `i` now (decoupled backends only).
+  void send_partial(std::size_t i, servekit::response&& r) {
+    SERVEKIT_ASSERT(decoupled_, "send_partial() needs a backend whose traits say decoupled");
+    r.final = false;
+    if (r.id.empty()) {
+      r.id = requests_[i]->id;
+    }
+    sinks_[i]->send(std::move(r));
+  }
+
+  /// Marks the end of input preparation (gather, host-to-device copies).
+  void mark_compute_input_end() noexcept { input_end_ = clock::now(); }
+  /// Marks the start of output handling (device-to-host copies, scatter).
+  void mark_compute_output_start() noexcept { output_start_ = clock::now(); }
+
+  // -- used by the shells that run backends -------------------------------------------------
+
+  /// Empties the batch for reuse, keeping capacity (no allocation in steady state).
+  void clear() noexcept {
+    requests_.clear();
+    elements_.clear();
+    responses_.clear();
+    sinks_.clear();
+    total_elements_ = 0;
+    input_end_ = {};
+    output_start_ = {};
+  }
+  void bind(const instance_context& instance, bool decoupled) noexcept {
+    instance_ = &instance;
+    decoupled_ = decoupled;
+  }
+  void add(servekit::request& r, std::int64_t elements, response_sink& sink) {
+    requests_.push_back(&r);
+    elements_.push_back(elements);
+    sinks_.push_back(&sink);
+    responses_.emplace_back();
+    total_elements_ += elements;
+  }
+  [[nodiscard]] time_point compute_input_end() const noexcept { return input_end_; }
+  [[nodiscard]] time_point compute_output_start() const noexcept { return output_start_; }
+
+private:
+  std::vector<servekit::request*> requests_;
+  std::vector<std::int64_t> elements_;
+  std::vector<servekit::response> responses_;
+  std::vector<response_sink*> sinks_;
+  std::int64_t total_elements_ = 0;
+  const instance_context* instance_ = nullptr;
+  bool decoupled_ = false;
+  time_point input_end_{};
+  time_point output_start_{};
+};
+
+} // namespace servekit

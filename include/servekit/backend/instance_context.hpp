@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// instance_context: what a backend instance is told when it is constructed.
+
+#include <servekit/backend/tensor_spec.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace servekit {
+
+/// Where an instance runs (Triton's instance_group kind, after KIND_AUTO is resolved).
+enum class instance_kind : std::uint8_t { cpu, gpu, model };
+
+/// Model parameters: Triton's `parameters` map of `{ "key": { "string_value": "..." } }`.
+using parameter_map = std::map<std::string, std::string, std::less<>>;
+
+/// Handed to every backend constructor: Triton's TRITONBACKEND_ModelInstance, as a value.
+struct instance_context {
+  std::string_view model_name;
+  std::int64_t model_version = 1;
+  std::string_view instance_name; ///< "<model>_<group>_<index in group>"
+  std::size_t instance_index = 0; ///< 0..instance_count-1 across all groups
+  instance_kind kind = instance_kind::cpu;
+  int device_id = 0;                  ///< the GPU for kind == gpu
+  std::int32_t max_batch_size = 0;    ///< 0: requests carry no batch dimension
+  std::span<const tensor_config> inputs;
+  std::span<const tensor_config> outputs;
+  const parameter_map* parameters = nullptr;
+
+  /// A model parameter's string value, if the config sets it.
+  [[nodiscard]] std::optional<std::string_view> parameter(std::string_view key) const {
+    if (parameters == nullptr) {
+      return std::nullopt;
+    }
+    const auto it = parameters->find(key);
+    if (it == parameters->end()) {
+      return std::nullopt;
+    }
+    return std::string_view{it->second};
+  }
+};
+
+} // namespace servekit

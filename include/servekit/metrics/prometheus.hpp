@@ -1,0 +1,248 @@
+#pragma once
+/// \file
+/// prometheus_writer: model statistics as Prometheus text exposition format 0.0.4, with Triton's
+/// metric names (`nv_inference_*`) plus servekit's own families (`servekit_*`).
+///
+/// docs/metrics.md lists every family, what it counts, and a sample of the output.
+
+#include <servekit/core/batch_close_reason.hpp>
+#include <servekit/metrics/statistics.hpp>
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace servekit {
+
+/// The HTTP `Content-Type` of what prometheus_writer produces.
+inline constexpr std::string_view prometheus_content_type =
+    "text/plain; version=0.0.4; charset=utf-8";
+
+namespace detail {
+
+/// Appends `value` escaped as a Prometheus label value: backslash, double quote and line feed
+/// become `\\`, `\"` and `\n`; every other byte is copied (the format is UTF-8).
+inline void append_prometheus_label_value(std::string& out, std::string_view value) {
+  for (const char c : value) {
+    switch (c) {
+    case '\\':
+      out += "\\\\";
+      break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    default:
+      out += c;
+      break;
+    }
+  }
+}
+
+/// Appends `key="value"` with the value escaped.
+inline void append_prometheus_label(std::string& out, std::string_view key,
+                                    std::string_view value) {
+  out += key;
+  out += "=\"";
+  append_prometheus_label_value(out, value);
+  out += '"';
+}
+
+/// Nanoseconds to whole microseconds, truncating, as Triton reports its `_us` counters.
+[[nodiscard]] constexpr std::uint64_t ns_to_us(std::uint64_t ns) noexcept { return ns / 1000; }
+
+/// Appends the `# HELP` and `# TYPE` lines of one family.
+inline void append_prometheus_family_header(std::string& out, std::string_view name,
+                                            std::string_view type, std::string_view help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+/// Appends one sample: `name{<labels>[,<key>="<value>"]} <number>`. `labels` is already
+/// escaped; `extra_value` is escaped here. An empty `extra_key` adds no label.
+inline void append_prometheus_sample(std::string& out, std::string_view name,
+                                     std::string_view labels, std::string_view extra_key,
+                                     std::string_view extra_value, std::uint64_t number) {
+  out += name;
+  out += '{';
+  out += labels;
+  if (!extra_key.empty()) {
+    out += ',';
+    append_prometheus_label(out, extra_key, extra_value);
+  }
+  fmt::format_to(std::back_inserter(out), "}} {}\n", number);
+}
+
+} // namespace detail
+
+/// Collects statistics snapshots of several models and writes them as one Prometheus text
+/// exposition (format 0.0.4): each metric family once, `# HELP` and `# TYPE` first, then one
+/// sample per model (or per model and label value), models in the order they were added.
+///
+/// Families, in this order (`_us` values are whole microseconds, truncated):
+/// - counter `nv_inference_request_success`: successful requests.
+/// - counter `nv_inference_request_failure{reason}`: failed requests, one sample per reason
+///   `REJECTED`, `CANCELED`, `BACKEND`, `OTHER`.
+/// - counter `nv_inference_count`: inferences (a request of batch size n counts n).
+/// - counter `nv_inference_exec_count`: model executions (batches).
+/// - counter `nv_inference_request_duration_us`: end-to-end time of successful requests, as
+///   Triton counts it (failed requests add to `fail.ns` in the statistics, not here).
+/// - counter `nv_inference_queue_duration_us`, `nv_inference_compute_input_duration_us`,
+///   `nv_inference_compute_infer_duration_us`, `nv_inference_compute_output_duration_us`.
+/// - gauge `nv_inference_pending_request_count`: accepted and not yet started.
+/// - counter `servekit_batch_close_total{reason}` (servekit extension): batches by
+///   batch_close_reason, one sample per reason.
+/// - counter `servekit_instance_exec_count{instance}` (servekit extension): executions per
+///   model instance; left out when no added model has instances.
+///
+/// Every sample carries `model` and `version` first. Label values are escaped. A writer with
+/// no model writes nothing.
+class prometheus_writer {
+public:
+  /// Adds one model version. The snapshot is copied; the writer does not refer to `stats`.
+  void add(std::string_view model, std::string_view version, const statistics_snapshot& stats) {
+    std::string labels;
+    detail::append_prometheus_label(labels, "model", model);
+    labels += ',';
+    detail::append_prometheus_label(labels, "version", version);
+    entries_.push_back({std::move(labels), stats});
+  }
+
+  /// Number of model versions added.
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+
+  /// True if no model was added.
+  [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
+
+  /// Forgets every added model, so the writer can be reused for the next scrape.
+  void clear() noexcept { entries_.clear(); }
+
+  /// Appends the exposition to `out`.
+  void write(std::string& out) const {
+    if (entries_.empty()) {
+      return;
+    }
+    counter(out, "nv_inference_request_success",
+            "Number of successful inference requests; a request counts once whatever its "
+            "batch size",
+            [](const statistics_snapshot& s) { return s.success.count; });
+    failure_counter(out);
+    counter(out, "nv_inference_count",
+            "Number of inferences performed; a request of batch size n counts n",
+            [](const statistics_snapshot& s) { return s.inference_count; });
+    counter(out, "nv_inference_exec_count", "Number of model executions (batches) performed",
+            [](const statistics_snapshot& s) { return s.execution_count; });
+    counter(out, "nv_inference_request_duration_us",
+            "Cumulative end-to-end duration of successful inference requests, in microseconds",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.success.ns); });
+    counter(out, "nv_inference_queue_duration_us",
+            "Cumulative time successful requests waited in the scheduling queue, in "
+            "microseconds",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.queue.ns); });
+    counter(out, "nv_inference_compute_input_duration_us",
+            "Cumulative input preparation time of the executions, charged to each successful "
+            "request of a batch, in microseconds",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.compute_input.ns); });
+    counter(out, "nv_inference_compute_infer_duration_us",
+            "Cumulative model execution time, charged to each successful request of a batch, "
+            "in microseconds",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.compute_infer.ns); });
+    counter(out, "nv_inference_compute_output_duration_us",
+            "Cumulative output extraction time of the executions, charged to each successful "
+            "request of a batch, in microseconds",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.compute_output.ns); });
+    simple_family(out, "nv_inference_pending_request_count", "gauge",
+                  "Number of requests accepted and not yet started by a model instance",
+                  [](const statistics_snapshot& s) { return s.pending_request_count; });
+    close_reason_counter(out);
+    instance_counter(out);
+  }
+
+  /// The exposition as a new string.
+  [[nodiscard]] std::string str() const {
+    std::string out;
+    write(out);
+    return out;
+  }
+
+private:
+  struct entry {
+    std::string labels; ///< `model="...",version="..."`, escaped
+    statistics_snapshot stats;
+  };
+
+  template <class Value>
+  void simple_family(std::string& out, std::string_view name, std::string_view type,
+                     std::string_view help, Value value) const {
+    detail::append_prometheus_family_header(out, name, type, help);
+    for (const auto& e : entries_) {
+      detail::append_prometheus_sample(out, name, e.labels, {}, {}, value(e.stats));
+    }
+  }
+
+  template <class Value>
+  void counter(std::string& out, std::string_view name, std::string_view help,
+               Value value) const {
+    simple_family(out, name, "counter", help, std::move(value));
+  }
+
+  void failure_counter(std::string& out) const {
+    constexpr std::string_view name = "nv_inference_request_failure";
+    detail::append_prometheus_family_header(
+        out, name, "counter",
+        "Number of failed inference requests by reason; a request counts once whatever its "
+        "batch size");
+    constexpr failure_reason reasons[] = {failure_reason::rejected, failure_reason::canceled,
+                                          failure_reason::backend, failure_reason::other};
+    for (const auto& e : entries_) {
+      for (const failure_reason r : reasons) {
+        detail::append_prometheus_sample(out, name, e.labels, "reason", to_string(r),
+                                         e.stats.failed_by(r));
+      }
+    }
+  }
+
+  void close_reason_counter(std::string& out) const {
+    constexpr std::string_view name = "servekit_batch_close_total";
+    detail::append_prometheus_family_header(
+        out, name, "counter",
+        "Number of batches closed, by the reason the batch stopped growing (servekit "
+        "extension)");
+    for (const auto& e : entries_) {
+      for (const batch_close_reason r : all_batch_close_reasons) {
+        detail::append_prometheus_sample(out, name, e.labels, "reason", to_string(r),
+                                         e.stats.closed_by(r));
+      }
+    }
+  }
+
+  void instance_counter(std::string& out) const {
+    constexpr std::string_view name = "servekit_instance_exec_count";
+    bool any = false;
+    for (const auto& e : entries_) {
+      any = any || !e.stats.instances.empty();
+    }
+    if (!any) {
+      return;
+    }
+    detail::append_prometheus_family_header(
+        out, name, "counter", "Number of model executions per model instance (servekit extension)");
+    for (const auto& e : entries_) {
+      for (const auto& i : e.stats.instances) {
+        detail::append_prometheus_sample(out, name, e.labels, "instance", i.name,
+                                         i.execution_count);
+      }
+    }
+  }
+
+  std::vector<entry> entries_;
+};
+
+} // namespace servekit

@@ -1,0 +1,254 @@
+#pragma once
+/// \file
+/// Model statistics shaped like Triton's statistics extension, updated lock-free by the shells.
+
+#include <servekit/core/clock.hpp>
+#include <servekit/core/batch_close_reason.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace servekit {
+
+/// A count and a total duration, as in Triton's StatisticDuration `{count, ns}`.
+struct duration_stat {
+  std::uint64_t count = 0;
+  std::uint64_t ns = 0;
+  friend bool operator==(const duration_stat&, const duration_stat&) = default;
+};
+
+/// Executions of one batch size (Triton's InferBatchStatistics).
+struct batch_size_stat {
+  std::uint64_t batch_size = 0;
+  duration_stat compute_input;
+  duration_stat compute_infer;
+  duration_stat compute_output;
+};
+
+/// Why requests failed, as the `reason` label of nv_inference_request_failure.
+enum class failure_reason : std::uint8_t {
+  rejected, ///< queue full or queue timeout
+  canceled, ///< cancelled while queued, or by a cancelling shutdown
+  backend,  ///< the backend threw or returned an error
+  other,
+};
+inline constexpr std::size_t failure_reason_count = 4;
+
+[[nodiscard]] constexpr std::string_view to_string(failure_reason r) noexcept {
+  switch (r) {
+  case failure_reason::rejected:
+    return "REJECTED";
+  case failure_reason::canceled:
+    return "CANCELED";
+  case failure_reason::backend:
+    return "BACKEND";
+  case failure_reason::other:
+    return "OTHER";
+  }
+  return "OTHER";
+}
+
+/// Per-instance counters.
+struct instance_stat {
+  std::string name;
+  std::uint64_t execution_count = 0;
+  std::uint64_t inference_count = 0;
+  duration_stat compute_infer;
+};
+
+/// A consistent-enough copy of a model's statistics (each counter read atomically; counters
+/// are not read at one instant, as in Triton).
+struct statistics_snapshot {
+  std::uint64_t last_inference_ms = 0; ///< ms since the Unix epoch; 0 if none
+  std::uint64_t inference_count = 0;   ///< sum of batch sizes of successful requests
+  std::uint64_t execution_count = 0;   ///< executions (batches)
+  duration_stat success;               ///< request duration of successful requests
+  duration_stat fail;                  ///< request duration of failed requests
+  duration_stat queue;
+  duration_stat compute_input;
+  duration_stat compute_infer;
+  duration_stat compute_output;
+  std::uint64_t pending_request_count = 0; ///< accepted, not yet started by a backend
+  std::vector<batch_size_stat> batch_stats; ///< only sizes that executed, ascending
+  std::array<std::uint64_t, batch_close_reason_count> close_reasons{};
+  std::array<std::uint64_t, failure_reason_count> failures{};
+  std::vector<instance_stat> instances;
+
+  [[nodiscard]] std::uint64_t closed_by(batch_close_reason r) const noexcept {
+    return close_reasons[static_cast<std::size_t>(r)];
+  }
+  [[nodiscard]] std::uint64_t failed_by(failure_reason r) const noexcept {
+    return failures[static_cast<std::size_t>(r)];
+  }
+  [[nodiscard]] const batch_size_stat* batch_size(std::uint64_t size) const noexcept {
+    for (const auto& b : batch_stats) {
+      if (b.batch_size == size) {
+        return &b;
+      }
+    }
+    return nullptr;
+  }
+};
+
+/// Live statistics of one model. Writers (instance threads, submitters) use relaxed atomic
+/// adds, aggregated per batch so a batch of 32 costs the same as a batch of 1.
+class model_statistics {
+public:
+  /// Batch sizes 1..max_batch_size get their own counters; larger ones are not possible.
+  model_statistics(std::size_t max_batch_size, std::vector<std::string> instance_names)
+      : batch_sizes_(std::max<std::size_t>(max_batch_size, 1) + 1),
+        instances_(instance_names.size()), instance_names_(std::move(instance_names)) {}
+
+  /// Timing of one execution.
+  struct execution {
+    std::size_t instance = 0;
+    std::uint64_t batch_size = 0;     ///< elements executed
+    std::uint64_t requests = 0;       ///< requests in the batch
+    std::uint64_t ok_requests = 0;    ///< of which succeeded
+    std::uint64_t ok_elements = 0;    ///< elements of the requests that succeeded
+    std::uint64_t queue_ns = 0;       ///< summed over the successful requests
+    std::uint64_t request_ok_ns = 0;  ///< summed request durations, successful requests
+    std::uint64_t request_fail_ns = 0; ///< summed request durations, failed requests
+    std::uint64_t compute_input_ns = 0; ///< of the batch (each request is charged this)
+    std::uint64_t compute_infer_ns = 0;
+    std::uint64_t compute_output_ns = 0;
+    batch_close_reason reason = batch_close_reason::queue_drained;
+    bool backend_failed = false;
+  };
+
+  void record_execution(const execution& e) noexcept {
+    const auto add = [](std::atomic<std::uint64_t>& a, std::uint64_t v) {
+      a.fetch_add(v, std::memory_order_relaxed);
+    };
+    const std::uint64_t failed = e.requests - e.ok_requests;
+    add(execution_count_, 1);
+    add(inference_count_, e.ok_elements);
+    add(success_.count, e.ok_requests);
+    add(success_.ns, e.request_ok_ns);
+    add(queue_.count, e.ok_requests);
+    add(queue_.ns, e.queue_ns);
+    add(compute_input_.count, e.ok_requests);
+    add(compute_input_.ns, e.compute_input_ns * e.ok_requests);
+    add(compute_infer_.count, e.ok_requests);
+    add(compute_infer_.ns, e.compute_infer_ns * e.ok_requests);
+    add(compute_output_.count, e.ok_requests);
+    add(compute_output_.ns, e.compute_output_ns * e.ok_requests);
+    if (failed != 0) {
+      add(fail_.count, failed);
+      add(fail_.ns, e.request_fail_ns);
+      add(failures_[static_cast<std::size_t>(e.backend_failed ? failure_reason::backend
+                                                               : failure_reason::other)],
+          failed);
+    }
+    add(close_reasons_[static_cast<std::size_t>(e.reason)], 1);
+    if (e.batch_size < batch_sizes_.size()) {
+      auto& b = batch_sizes_[e.batch_size];
+      add(b.compute_input.count, 1);
+      add(b.compute_input.ns, e.compute_input_ns);
+      add(b.compute_infer.count, 1);
+      add(b.compute_infer.ns, e.compute_infer_ns);
+      add(b.compute_output.count, 1);
+      add(b.compute_output.ns, e.compute_output_ns);
+    }
+    if (e.instance < instances_.size()) {
+      auto& i = instances_[e.instance];
+      add(i.execution_count, 1);
+      add(i.inference_count, e.ok_elements);
+      add(i.compute_infer.count, 1);
+      add(i.compute_infer.ns, e.compute_infer_ns);
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    last_inference_ms_.store(static_cast<std::uint64_t>(ms), std::memory_order_relaxed);
+  }
+
+  /// A request that failed without executing (timeout, cancellation, shutdown).
+  void record_early_failure(failure_reason reason, std::uint64_t request_ns) noexcept {
+    fail_.count.fetch_add(1, std::memory_order_relaxed);
+    fail_.ns.fetch_add(request_ns, std::memory_order_relaxed);
+    failures_[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  /// nv_inference_pending_request_count: accepted and not yet started.
+  void add_pending(std::int64_t delta) noexcept {
+    pending_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
+  }
+
+  [[nodiscard]] statistics_snapshot snapshot() const {
+    const auto load = [](const std::atomic<std::uint64_t>& a) {
+      return a.load(std::memory_order_relaxed);
+    };
+    const auto load_d = [&](const atomic_duration& d) { return duration_stat{load(d.count), load(d.ns)}; };
+    statistics_snapshot s;
+    s.last_inference_ms = load(last_inference_ms_);
+    s.inference_count = load(inference_count_);
+    s.execution_count = load(execution_count_);
+    s.success = load_d(success_);
+    s.fail = load_d(fail_);
+    s.queue = load_d(queue_);
+    s.compute_input = load_d(compute_input_);
+    s.compute_infer = load_d(compute_infer_);
+    s.compute_output = load_d(compute_output_);
+    s.pending_request_count = load(pending_);
+    for (std::size_t size = 1; size < batch_sizes_.size(); ++size) {
+      const auto& b = batch_sizes_[size];
+      if (load(b.compute_infer.count) != 0) {
+        s.batch_stats.push_back({size, load_d(b.compute_input), load_d(b.compute_infer),
+                                 load_d(b.compute_output)});
+      }
+    }
+    for (std::size_t i = 0; i < batch_close_reason_count; ++i) {
+      s.close_reasons[i] = load(close_reasons_[i]);
+    }
+    for (std::size_t i = 0; i < failure_reason_count; ++i) {
+      s.failures[i] = load(failures_[i]);
+    }
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      const auto& in = instances_[i];
+      s.instances.push_back({instance_names_[i], load(in.execution_count),
+                             load(in.inference_count), load_d(in.compute_infer)});
+    }
+    return s;
+  }
+
+private:
+  struct atomic_duration {
+    std::atomic<std::uint64_t> count{0};
+    std::atomic<std::uint64_t> ns{0};
+  };
+  struct atomic_batch_size {
+    atomic_duration compute_input;
+    atomic_duration compute_infer;
+    atomic_duration compute_output;
+  };
+  struct atomic_instance {
+    std::atomic<std::uint64_t> execution_count{0};
+    std::atomic<std::uint64_t> inference_count{0};
+    atomic_duration compute_infer;
+  };
+
+  std::atomic<std::uint64_t> last_inference_ms_{0};
+  std::atomic<std::uint64_t> inference_count_{0};
+  std::atomic<std::uint64_t> execution_count_{0};
+  atomic_duration success_;
+  atomic_duration fail_;
+  atomic_duration queue_;
+  atomic_duration compute_input_;
+  atomic_duration compute_infer_;
+  atomic_duration compute_output_;
+  std::atomic<std::uint64_t> pending_{0};
+  std::array<std::atomic<std::uint64_t>, batch_close_reason_count> close_reasons_{};
+  std::array<std::atomic<std::uint64_t>, failure_reason_count> failures_{};
+  std::vector<atomic_batch_size> batch_sizes_;
+  std::vector<atomic_instance> instances_;
+  std::vector<std::string> instance_names_;
+};
+
+} // namespace servekit

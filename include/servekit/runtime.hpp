@@ -1,0 +1,8 @@
+#pragma once
+/// \file
+/// The runtime layer: model<Backend, Policies...>, instance groups and the shells.
+
+#include <servekit/runtime/instance_group.hpp>
+#include <servekit/runtime/model.hpp>
+#include <servekit/runtime/model_options.hpp>
+#include <servekit/runtime/resolved_config.hpp>

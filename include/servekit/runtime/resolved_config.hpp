@@ -1,0 +1,129 @@
+#pragma once
+/// \file
+/// resolved_config: a model's options merged with its backend's declarations and checked, as
+/// the shells need them. Both shells build their scheduler from this, so they decide alike.
+
+#include <servekit/backend/backend.hpp>
+#include <servekit/backend/batch_compatibility.hpp>
+#include <servekit/backend/request_validator.hpp>
+#include <servekit/core/config_error.hpp>
+#include <servekit/runtime/model_options.hpp>
+#include <servekit/schedule/scheduler.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace servekit {
+
+/// Hooks for deterministic tests, as Triton's environment variables provide them.
+struct test_hooks {
+  /// Hold the batcher until this many requests are queued, once (Triton's
+  /// TRITONSERVER_DELAY_SCHEDULER). Unset: read SERVEKIT_DELAY_SCHEDULER from the environment.
+  std::optional<std::size_t> delay_scheduler;
+
+  [[nodiscard]] std::size_t resolved_delay_scheduler() const {
+    if (delay_scheduler) {
+      return *delay_scheduler;
+    }
+    const char* env = std::getenv("SERVEKIT_DELAY_SCHEDULER"); // NOLINT(concurrency-mt-unsafe)
+    if (env == nullptr || *env == '\0') {
+      return 0;
+    }
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(env, &end, 10);
+    return end != nullptr && *end == '\0' ? static_cast<std::size_t>(n) : 0;
+  }
+};
+
+/// What a model runs with, after merging and checking.
+struct resolved_config {
+  std::int32_t max_batch_size = 0;
+  std::vector<tensor_config> inputs;
+  std::vector<tensor_config> outputs;
+  scheduler_settings scheduler;
+};
+
+namespace detail {
+inline void check_declared(const std::vector<tensor_config>& configured,
+                           std::span<const tensor_spec> declared, const char* field) {
+  if (declared.empty()) {
+    return;
+  }
+  for (std::size_t i = 0; i < configured.size(); ++i) {
+    const auto& c = configured[i];
+    const tensor_spec* match = nullptr;
+    for (const auto& d : declared) {
+      if (d.name == c.name) {
+        match = &d;
+      }
+    }
+    const std::string path = std::string{"/"} + field + "/" + std::to_string(i);
+    if (match == nullptr) {
+      throw config_error(config_error_code::bad_value, path + "/name",
+                         "the backend declares no " + std::string{field} + " named '" + c.name +
+                             "'");
+    }
+    if (match->type != c.type) {
+      throw config_error(config_error_code::bad_value, path + "/data_type",
+                         std::string{field} + " '" + c.name + "' is " +
+                             std::string{to_config_string(c.type)} +
+                             " in the config but the backend declares " +
+                             std::string{to_config_string(match->type)});
+    }
+    if (!match->dims.admits(c.dims) && match->dims != c.dims) {
+      throw config_error(config_error_code::bad_value, path + "/dims",
+                         std::string{field} + " '" + c.name + "' has dims " + to_string(c.dims) +
+                             " in the config but the backend declares " +
+                             to_string(match->dims));
+    }
+  }
+}
+} // namespace detail
+
+/// Merges `options` with backend `B`'s traits for a scheduler that does (or does not) batch.
+/// Throws config_error naming the field when they conflict or break Triton's rules.
+template <class B>
+[[nodiscard]] resolved_config resolve_config(const model_options& options, bool batching_scheduler,
+                                             const test_hooks& hooks = {}) {
+  using traits = backend_traits<B>;
+  resolved_config out;
+  out.max_batch_size = options.max_batch_size.value_or(traits::max_batch_size);
+  if (out.max_batch_size < 0) {
+    throw config_error(config_error_code::bad_value, "/max_batch_size",
+                       "'max_batch_size' must be non-negative value");
+  }
+  if (traits::max_batch_size > 0 && out.max_batch_size > traits::max_batch_size) {
+    throw config_error(config_error_code::bad_value, "/max_batch_size",
+                       "max_batch_size " + std::to_string(out.max_batch_size) +
+                           " exceeds the backend's limit of " +
+                           std::to_string(traits::max_batch_size));
+  }
+  if (!traits::batching && out.max_batch_size > 0) {
+    throw config_error(config_error_code::bad_value, "/max_batch_size",
+                       "the backend does not support batching, so max_batch_size must be 0");
+  }
+  detail::check_declared(options.input, traits::inputs, "input");
+  detail::check_declared(options.output, traits::outputs, "output");
+  out.inputs = options.input.empty() ? to_configs(traits::inputs) : options.input;
+  out.outputs = options.output.empty() ? to_configs(traits::outputs) : options.output;
+
+  if (options.dynamic_batching && !batching_scheduler) {
+    throw config_error(config_error_code::bad_value, "/dynamic_batching",
+                       "the config asks for dynamic batching but the model type uses the default "
+                       "scheduler; compose it with servekit::dynamic_batcher<>");
+  }
+  out.scheduler.model_name = options.name;
+  out.scheduler.max_batch_size = out.max_batch_size;
+  if (batching_scheduler) {
+    out.scheduler.dynamic_batching = options.dynamic_batching.value_or(dynamic_batching_options{});
+    validate(out.scheduler.dynamic_batching, out.max_batch_size);
+  }
+  out.scheduler.compatibility = batch_compatibility{out.inputs, out.max_batch_size > 0};
+  out.scheduler.hold_until_queued = hooks.resolved_delay_scheduler();
+  return out;
+}
+
+} // namespace servekit

@@ -1,0 +1,9 @@
+#pragma once
+/// \file
+/// The schedule layer: decision cores (default scheduler, dynamic batcher) and their policies.
+
+#include <servekit/schedule/batch_plan.hpp>
+#include <servekit/schedule/default_scheduler.hpp>
+#include <servekit/schedule/dynamic_batcher.hpp>
+#include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/scheduler.hpp>

@@ -1,0 +1,9 @@
+#pragma once
+/// \file
+/// Everything servekit offers, in one include.
+
+#include <servekit/backend.hpp>
+#include <servekit/core.hpp>
+#include <servekit/queue.hpp>
+#include <servekit/runtime.hpp>
+#include <servekit/schedule.hpp>
