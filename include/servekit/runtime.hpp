@@ -6,3 +6,4 @@
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
+#include <servekit/runtime/simulated_shell.hpp>

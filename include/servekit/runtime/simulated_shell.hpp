@@ -1,0 +1,229 @@
+#pragma once
+/// \file
+/// simulated_shell: drives a decision core in virtual time with a backend latency model and no
+/// threads. Deterministic tests of every timing rule, and capacity planning in seconds.
+
+#include <servekit/core/clock.hpp>
+#include <servekit/core/request.hpp>
+#include <servekit/core/response.hpp>
+#include <servekit/core/response_sink.hpp>
+#include <servekit/metrics/statistics.hpp>
+#include <servekit/queue/pending_request.hpp>
+#include <servekit/runtime/detail/finish.hpp>
+#include <servekit/schedule/batch_plan.hpp>
+#include <servekit/schedule/dynamic_batcher.hpp>
+#include <servekit/schedule/scheduler.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace servekit {
+
+/// Execution time of a batch as a function of its size: `fixed + per_element * elements`.
+struct latency_model {
+  duration fixed{};
+  duration per_element{};
+  [[nodiscard]] constexpr duration operator()(std::int64_t elements) const noexcept {
+    return fixed + per_element * elements;
+  }
+};
+
+/// One execution the simulated shell ran.
+struct executed_batch {
+  std::size_t instance = 0;
+  time_point start{};
+  time_point end{};
+  std::int64_t elements = 0;
+  batch_close_reason reason = batch_close_reason::queue_drained;
+  std::vector<std::string> request_ids; ///< in execution order
+};
+
+/// Runs `SchedulerPolicy`'s decision core as the threaded shell would, on a virtual clock.
+///
+/// Events at the same instant are handled in this order: executions that end, then arrivals
+/// and cancellations (in the order they were scheduled), then queue timeouts, then idle
+/// instances (lowest index first) ask the core for batches. So a request arriving exactly when
+/// an instance frees up joins the batch that instance starts.
+///
+/// Each executed request is answered, when its batch ends, with an ok response without outputs;
+/// timeouts and cancellations are answered as the threaded shell answers them. A request that a
+/// full level refuses is answered at its arrival with `unavailable` "Exceeds maximum queue size"
+/// (the threaded model returns that status from submit instead).
+template <class SchedulerPolicy = dynamic_batcher<>> class simulated_shell {
+public:
+  using core_type = typename SchedulerPolicy::core_type;
+  static_assert(scheduler_core<core_type>);
+
+  simulated_shell(const scheduler_settings& settings, std::size_t instances, latency_model latency)
+      : core_{settings}, latency_{latency}, busy_until_(instances, never),
+        running_(instances), stats_{static_cast<std::size_t>(std::max(settings.max_batch_size, 1)),
+                                    names(instances)} {}
+
+  [[nodiscard]] time_point now() const noexcept { return now_; }
+
+  /// Schedules the arrival of `r` at `at` (not before now()). `elements` is what it counts
+  /// toward a batch (its batch dimension).
+  void submit_at(time_point at, request r, response_sink sink, std::int64_t elements = 1) {
+    r.arrival = std::max(at, now_);
+    auto p = make_pending(std::move(r), std::move(sink));
+    p->batch_elements = elements;
+    p->ticket = next_ticket_++;
+    events_.push({p->request.arrival, next_event_++, std::move(p), {}});
+  }
+
+  /// Schedules `source.cancel()` at `at`; queued requests it covers are answered `cancelled`.
+  void cancel_at(time_point at, cancellation_source source) {
+    events_.push({std::max(at, now_), next_event_++, nullptr, std::move(source)});
+  }
+
+  /// Runs every event up to and including `until`, then sets the clock to `until`.
+  void run_until(time_point until) {
+    for (time_point t = next_event_time(); t != never && t <= until; t = next_event_time()) {
+      step(t);
+    }
+    now_ = std::max(now_, until);
+  }
+
+  /// Runs until nothing is left to happen.
+  void run() {
+    for (time_point t = next_event_time(); t != never; t = next_event_time()) {
+      step(t);
+    }
+  }
+
+  /// Executions so far, in start order.
+  [[nodiscard]] const std::vector<executed_batch>& batches() const noexcept { return batches_; }
+  [[nodiscard]] statistics_snapshot statistics() const { return stats_.snapshot(); }
+  [[nodiscard]] std::size_t queued() const noexcept { return core_.size(); }
+  [[nodiscard]] const core_type& core() const noexcept { return core_; }
+
+private:
+  struct event {
+    time_point at;
+    std::uint64_t order = 0;
+    pending_ptr arrival;               ///< an arriving request, or
+    cancellation_source cancellation;  ///< a cancellation
+  };
+  struct later {
+    bool operator()(const event& a, const event& b) const noexcept {
+      return a.at != b.at ? a.at > b.at : a.order > b.order;
+    }
+  };
+
+  static std::vector<std::string> names(std::size_t instances) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < instances; ++i) {
+      out.push_back("simulated_" + std::to_string(i));
+    }
+    return out;
+  }
+
+  [[nodiscard]] time_point next_event_time() const noexcept {
+    time_point t = events_.empty() ? never : events_.top().at;
+    for (const auto busy : busy_until_) {
+      t = std::min(t, busy);
+    }
+    const bool idle = std::find(busy_until_.begin(), busy_until_.end(), never) !=
+                      busy_until_.end();
+    // The batching delay matters only to an idle instance; timeouts always do.
+    t = std::min(t, idle ? core_.next_deadline() : core_.next_timeout());
+    return t;
+  }
+
+  void step(time_point t) {
+    now_ = std::max(now_, t);
+    for (std::size_t i = 0; i < busy_until_.size(); ++i) {
+      if (busy_until_[i] <= now_) {
+        finish(i);
+      }
+    }
+    while (!events_.empty() && events_.top().at <= now_) {
+      // priority_queue::top is const; the event is moved out just before pop.
+      event e = std::move(const_cast<event&>(events_.top())); // NOLINT
+      events_.pop();
+      if (e.arrival) {
+        arrive(std::move(e.arrival));
+      } else {
+        e.cancellation.cancel();
+        core_.collect_cancelled(exits_);
+      }
+    }
+    core_.expire(now_, exits_);
+    detail::answer_early_exits(exits_, stats_, now_);
+    for (std::size_t i = 0; i < busy_until_.size(); ++i) {
+      if (busy_until_[i] == never) {
+        start(i);
+      }
+    }
+    detail::answer_early_exits(exits_, stats_, now_);
+  }
+
+  void arrive(pending_ptr p) {
+    p->level = core_.level_of(p->request);
+    if (!core_.has_room(p->level)) {
+      stats_.record_early_failure(failure_reason::rejected, 0);
+      detail::deliver(*p, response::failure(unavailable("Exceeds maximum queue size"),
+                                            p->request.id));
+      return;
+    }
+    stats_.add_pending(1);
+    core_.enqueue(std::move(p));
+  }
+
+  void start(std::size_t instance) {
+    batch_plan& plan = running_[instance];
+    if (!core_.form_batch(now_, plan, exits_)) {
+      return;
+    }
+    stats_.add_pending(-static_cast<std::int64_t>(plan.requests.size()));
+    busy_until_[instance] = now_ + latency_(plan.elements);
+    executed_batch record{instance, now_, busy_until_[instance], plan.elements, plan.reason, {}};
+    for (const auto& p : plan.requests) {
+      record.request_ids.push_back(p->request.id);
+    }
+    batches_.push_back(std::move(record));
+  }
+
+  void finish(std::size_t instance) {
+    batch_plan& plan = running_[instance];
+    const time_point started = busy_until_[instance] - latency_(plan.elements);
+    model_statistics::execution e;
+    e.instance = instance;
+    e.batch_size = static_cast<std::uint64_t>(plan.elements);
+    e.requests = plan.requests.size();
+    e.ok_requests = e.requests;
+    e.ok_elements = e.batch_size;
+    e.reason = plan.reason;
+    e.compute_infer_ns = elapsed_ns(started, now_);
+    for (auto& p : plan.requests) {
+      e.queue_ns += elapsed_ns(p->request.arrival, started);
+      e.request_ok_ns += elapsed_ns(p->request.arrival, now_);
+      response r;
+      r.id = p->request.id;
+      detail::deliver(*p, std::move(r));
+    }
+    stats_.record_execution(e);
+    plan.clear();
+    busy_until_[instance] = never;
+  }
+
+  core_type core_;
+  latency_model latency_;
+  time_point now_{};
+  std::vector<time_point> busy_until_;
+  std::vector<batch_plan> running_;
+  std::priority_queue<event, std::vector<event>, later> events_;
+  early_exits exits_;
+  std::vector<executed_batch> batches_;
+  model_statistics stats_;
+  std::uint64_t next_ticket_ = 0;
+  std::uint64_t next_event_ = 0;
+};
+
+} // namespace servekit
