@@ -63,6 +63,9 @@ public:
     ops_->invoke(storage_, std::move(r));
   }
 
+  /// Same as send(): a sink is itself a callable a sink can wrap.
+  void operator()(response&& r) { send(std::move(r)); }
+
   /// Delivers `r` as the final response.
   void complete(response&& r) {
     r.final = true;

@@ -1,0 +1,141 @@
+#include <servekit/backend/request_validator.hpp>
+#include <servekit/core/bytes.hpp>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <string_view>
+
+namespace {
+
+using servekit::data_type;
+using servekit::shape;
+
+servekit::request_validator simple_model(std::int32_t max_batch_size = 8) {
+  return {"simple",
+          max_batch_size,
+          {{"INPUT0", data_type::fp32, shape{16}}, {"INPUT1", data_type::fp32, shape{16}}},
+          {{"OUTPUT0", data_type::fp32, shape{16}}}};
+}
+
+servekit::tensor fp32(std::string name, shape s) {
+  return servekit::make_tensor(std::move(name), data_type::fp32, s);
+}
+
+servekit::request good_request(std::int64_t batch = 1) {
+  servekit::request r;
+  r.inputs.push_back(fp32("INPUT0", {batch, 16}));
+  r.inputs.push_back(fp32("INPUT1", {batch, 16}));
+  return r;
+}
+
+servekit::status check(const servekit::request_validator& v, const servekit::request& r) {
+  std::int64_t elements = 0;
+  return v.validate(r, elements);
+}
+
+TEST(request_validator, accepts_a_good_request_and_reports_its_batch_size) {
+  std::int64_t elements = 0;
+  EXPECT_TRUE(simple_model().validate(good_request(3), elements).ok());
+  EXPECT_EQ(elements, 3);
+}
+
+TEST(request_validator, unknown_input_is_named) {
+  auto r = good_request();
+  r.inputs.push_back(fp32("INPUT9", {1, 16}));
+  const auto s = check(simple_model(), r);
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument);
+  EXPECT_EQ(s.message(), "unexpected inference input 'INPUT9' for model 'simple'");
+}
+
+TEST(request_validator, missing_input_is_named) {
+  auto r = good_request();
+  r.inputs.pop_back();
+  EXPECT_EQ(check(simple_model(), r).message(),
+            "missing inference input 'INPUT1' for model 'simple'");
+}
+
+TEST(request_validator, wrong_data_type_is_named) {
+  auto r = good_request();
+  r.inputs[1] = servekit::make_tensor("INPUT1", data_type::int32, shape{1, 16});
+  EXPECT_EQ(check(simple_model(), r).message(),
+            "inference input 'INPUT1' data-type is 'INT32', but model 'simple' expects 'FP32'");
+}
+
+TEST(request_validator, wrong_shape_is_named_with_expected_and_actual) {
+  auto r = good_request();
+  r.inputs[0] = fp32("INPUT0", {1, 15});
+  EXPECT_EQ(check(simple_model(), r).message(),
+            "unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,15]");
+}
+
+TEST(request_validator, batch_larger_than_max_batch_size_is_rejected) {
+  const auto s = check(simple_model(8), good_request(9));
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument);
+  EXPECT_NE(s.message().find("batch-size must be <= 8"), std::string::npos) << s.message();
+}
+
+TEST(request_validator, inputs_must_agree_on_the_batch_dimension) {
+  auto r = good_request(2);
+  r.inputs[1] = fp32("INPUT1", {3, 16});
+  const auto s = check(simple_model(), r);
+  EXPECT_NE(s.message().find("'INPUT1' batch size 3"), std::string::npos) << s.message();
+}
+
+TEST(request_validator, data_size_must_match_the_shape) {
+  auto r = good_request();
+  r.inputs[0].data = servekit::buffer::allocate(60);
+  const auto s = check(simple_model(), r);
+  EXPECT_NE(s.message().find("'INPUT0'"), std::string::npos);
+  EXPECT_NE(s.message().find("60 bytes"), std::string::npos) << s.message();
+}
+
+TEST(request_validator, non_batching_model_matches_dims_exactly) {
+  const auto v = simple_model(0);
+  servekit::request r;
+  r.inputs.push_back(fp32("INPUT0", {16}));
+  r.inputs.push_back(fp32("INPUT1", {16}));
+  std::int64_t elements = 0;
+  EXPECT_TRUE(v.validate(r, elements).ok());
+  EXPECT_EQ(elements, 1);
+  EXPECT_FALSE(check(v, good_request()).ok()); // [1,16] is not [16]
+}
+
+TEST(request_validator, unknown_requested_output_is_named) {
+  auto r = good_request();
+  r.requested_outputs = {"OUTPUT7"};
+  EXPECT_EQ(check(simple_model(), r).message(),
+            "unexpected inference output 'OUTPUT7' for model 'simple'");
+}
+
+TEST(request_validator, duplicate_input_is_rejected) {
+  auto r = good_request();
+  r.inputs.push_back(fp32("INPUT0", {1, 16}));
+  EXPECT_NE(check(simple_model(), r).message().find("more than once"), std::string::npos);
+}
+
+TEST(request_validator, bytes_inputs_are_counted_by_elements) {
+  const servekit::request_validator v{
+      "strings", 4, {{"TEXT", data_type::bytes, shape{-1}}}, {}};
+  const std::array<std::string_view, 2> words{"a", "bc"};
+  servekit::request r;
+  r.inputs.push_back({"TEXT", data_type::bytes, shape{1, 2}, servekit::encode_bytes(words)});
+  EXPECT_TRUE(check(v, r).ok());
+  r.inputs[0].shape = shape{1, 3};
+  EXPECT_NE(check(v, r).message().find("holds 2 BYTES elements"), std::string::npos);
+  r.inputs[0].data = servekit::buffer::allocate(3);
+  EXPECT_NE(check(v, r).message().find("malformed BYTES"), std::string::npos);
+}
+
+TEST(request_validator, optional_inputs_may_be_omitted) {
+  const servekit::request_validator v{"opt",
+                                      4,
+                                      {{"A", data_type::fp32, shape{2}},
+                                       {"B", data_type::fp32, shape{2}, false, true}},
+                                      {}};
+  servekit::request r;
+  r.inputs.push_back(fp32("A", {1, 2}));
+  EXPECT_TRUE(check(v, r).ok());
+}
+
+} // namespace
