@@ -49,8 +49,8 @@ struct add_sub_backend {
 };
 
 // The model: which scheduler and how many instances are types; their numbers are options.
-using add_sub_model = servekit::model<add_sub_backend, servekit::dynamic_batcher<>,
-                                      servekit::instance_group<2>>;
+using add_sub_model =
+    servekit::model<add_sub_backend, servekit::dynamic_batcher<>, servekit::instance_group<2>>;
 
 servekit::request make_request(float base) {
   std::array<float, 16> a{};
@@ -90,7 +90,8 @@ int main() {
       for (int i = 0; i < per_thread; ++i) {
         const float base = static_cast<float>(t * per_thread + i);
         auto status = model.submit(make_request(base), [&, base](servekit::response&& r) {
-          if (!r.ok()) std::fprintf(stderr, "%s\n", r.status.message().c_str());
+          if (!r.ok())
+            std::fprintf(stderr, "%s\n", r.status.message().c_str());
           const bool right = r.ok() && r.find_output("OUTPUT0")->values<float>()[0] == base + 1.0F;
           (right ? ok : failed).fetch_add(1);
           done.count_down();
@@ -108,8 +109,8 @@ int main() {
 
   const auto stats = model.statistics();
   fmt::print("add_sub: {} ok, {} failed\n", ok.load(), failed.load());
-  fmt::print("requests {}, inferences {}, executions {}, mean batch {:.2f}\n",
-             stats.success.count, stats.inference_count, stats.execution_count,
+  fmt::print("requests {}, inferences {}, executions {}, mean batch {:.2f}\n", stats.success.count,
+             stats.inference_count, stats.execution_count,
              static_cast<double>(stats.inference_count) /
                  static_cast<double>(std::max<std::uint64_t>(stats.execution_count, 1)));
   for (const auto& b : stats.batch_stats) {

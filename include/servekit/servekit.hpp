@@ -3,6 +3,7 @@
 /// Everything servekit offers, in one include.
 
 #include <servekit/backend.hpp>
+#include <servekit/config.hpp>
 #include <servekit/core.hpp>
 #include <servekit/queue.hpp>
 #include <servekit/runtime.hpp>

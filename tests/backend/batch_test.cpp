@@ -83,9 +83,9 @@ TEST_F(batch_io, gather_names_a_missing_input) {
 
 TEST_F(batch_io, scatter_splits_by_each_requests_batch_dimension) {
   std::array<float, 6> out{1, 2, 3, 4, 5, 6};
-  ASSERT_TRUE(servekit::scatter_output(b_, "Y", data_type::fp32, shape{2},
-                                       std::as_bytes(std::span{out}))
-                  .ok());
+  ASSERT_TRUE(
+      servekit::scatter_output(b_, "Y", data_type::fp32, shape{2}, std::as_bytes(std::span{out}))
+          .ok());
   const auto* y0 = b_.response(0).find_output("Y");
   const auto* y1 = b_.response(1).find_output("Y");
   ASSERT_NE(y0, nullptr);

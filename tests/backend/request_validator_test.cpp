@@ -115,8 +115,7 @@ TEST(request_validator, duplicate_input_is_rejected) {
 }
 
 TEST(request_validator, bytes_inputs_are_counted_by_elements) {
-  const servekit::request_validator v{
-      "strings", 4, {{"TEXT", data_type::bytes, shape{-1}}}, {}};
+  const servekit::request_validator v{"strings", 4, {{"TEXT", data_type::bytes, shape{-1}}}, {}};
   const std::array<std::string_view, 2> words{"a", "bc"};
   servekit::request r;
   r.inputs.push_back({"TEXT", data_type::bytes, shape{1, 2}, servekit::encode_bytes(words)});
@@ -128,11 +127,11 @@ TEST(request_validator, bytes_inputs_are_counted_by_elements) {
 }
 
 TEST(request_validator, optional_inputs_may_be_omitted) {
-  const servekit::request_validator v{"opt",
-                                      4,
-                                      {{"A", data_type::fp32, shape{2}},
-                                       {"B", data_type::fp32, shape{2}, false, true}},
-                                      {}};
+  const servekit::request_validator v{
+      "opt",
+      4,
+      {{"A", data_type::fp32, shape{2}}, {"B", data_type::fp32, shape{2}, false, true}},
+      {}};
   servekit::request r;
   r.inputs.push_back(fp32("A", {1, 2}));
   EXPECT_TRUE(check(v, r).ok());

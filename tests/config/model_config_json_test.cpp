@@ -43,8 +43,8 @@ std::string_view code_name(config_error_code code) {
       return ::testing::AssertionSuccess();
     }
     return ::testing::AssertionFailure()
-           << "got code " << code_name(e.code()) << ", path '" << e.path() << "', message '"
-           << what << "'; expected code " << code_name(code) << ", path '" << path
+           << "got code " << code_name(e.code()) << ", path '" << e.path() << "', message '" << what
+           << "'; expected code " << code_name(code) << ", path '" << path
            << "', message containing '" << message_part << "'";
   }
   return ::testing::AssertionFailure() << "no config_error for " << text;
@@ -252,10 +252,9 @@ TEST(model_config_json, unsupported_triton_fields_are_refused_by_name) {
                          "/sequence_batching",
                          "field 'sequence_batching' is not supported by this build of servekit "
                          "yet"));
-  for (const auto* field :
-       {"ensemble_scheduling", "response_cache", "model_transaction_policy", "model_warmup",
-        "version_policy", "optimization", "batch_input", "batch_output", "model_metrics",
-        "metric_tags"}) {
+  for (const auto* field : {"ensemble_scheduling", "response_cache", "model_transaction_policy",
+                            "model_warmup", "version_policy", "optimization", "batch_input",
+                            "batch_output", "model_metrics", "metric_tags"}) {
     const std::string text = std::string{R"({")"} + field + R"(": {}})";
     EXPECT_TRUE(fails_with(text, config_error_code::unknown_field, std::string{"/"} + field,
                            "is not supported by this build of servekit yet"));
@@ -313,10 +312,10 @@ TEST(model_config_json, negative_values_for_unsigned_fields_are_refused) {
   EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"priority_levels": "-2"}})",
                          config_error_code::bad_value, "/dynamic_batching/priority_levels",
                          "non-negative"));
-  EXPECT_TRUE(fails_with(
-      R"({"dynamic_batching": {"default_queue_policy": {"max_queue_size": -5}}})",
-      config_error_code::bad_value, "/dynamic_batching/default_queue_policy/max_queue_size",
-      "(uint32)"));
+  EXPECT_TRUE(
+      fails_with(R"({"dynamic_batching": {"default_queue_policy": {"max_queue_size": -5}}})",
+                 config_error_code::bad_value,
+                 "/dynamic_batching/default_queue_policy/max_queue_size", "(uint32)"));
 }
 
 TEST(model_config_json, out_of_range_and_non_integral_numbers_are_refused) {
@@ -331,10 +330,10 @@ TEST(model_config_json, out_of_range_and_non_integral_numbers_are_refused) {
       R"({"dynamic_batching": {"max_queue_delay_microseconds": "18446744073709551616"}})",
       config_error_code::bad_value, "/dynamic_batching/max_queue_delay_microseconds",
       "out of range for uint64"));
-  EXPECT_TRUE(fails_with(
-      R"({"dynamic_batching": {"max_queue_delay_microseconds": 1e30}})",
-      config_error_code::bad_value, "/dynamic_batching/max_queue_delay_microseconds",
-      "out of range for uint64"));
+  EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"max_queue_delay_microseconds": 1e30}})",
+                         config_error_code::bad_value,
+                         "/dynamic_batching/max_queue_delay_microseconds",
+                         "out of range for uint64"));
   EXPECT_TRUE(fails_with(R"({"max_batch_size": 2.5})", config_error_code::bad_value,
                          "/max_batch_size", "expected an integer, got number 2.5"));
 }
@@ -343,8 +342,8 @@ TEST(model_config_json, integer_strings_must_be_plain_decimal) {
   for (const auto* text : {R"({"max_batch_size": "8ms"})", R"({"max_batch_size": " 8"})",
                            R"({"max_batch_size": "+8"})", R"({"max_batch_size": ""})",
                            R"({"max_batch_size": "0x10"})", R"({"max_batch_size": "-"})"}) {
-    EXPECT_TRUE(fails_with(text, config_error_code::bad_value, "/max_batch_size",
-                           "a decimal string"))
+    EXPECT_TRUE(
+        fails_with(text, config_error_code::bad_value, "/max_batch_size", "a decimal string"))
         << text;
   }
 }
@@ -366,7 +365,8 @@ TEST(model_config_json, bad_data_type_lists_the_allowed_names) {
   EXPECT_TRUE(fails_with(text, config_error_code::bad_value, "/input/2/data_type",
                          "TYPE_STRING, got \"TYPE_FLOAT\""));
   EXPECT_TRUE(fails_with(R"({"output": [{"name": "A", "data_type": "TYPE_INVALID", "dims": [1]}]})",
-                         config_error_code::bad_value, "/output/0/data_type", "got \"TYPE_INVALID\""));
+                         config_error_code::bad_value, "/output/0/data_type",
+                         "got \"TYPE_INVALID\""));
 }
 
 TEST(model_config_json, bad_enum_values_are_refused_with_the_allowed_names) {
@@ -390,9 +390,9 @@ TEST(model_config_json, dims_must_be_positive_or_minus_one) {
                          "dimension must be >= 1, or -1 for a variable size; got 0"));
   EXPECT_TRUE(fails_with(R"({"output": [{"name": "A", "data_type": "FP32", "dims": [-2]}]})",
                          config_error_code::bad_value, "/output/0/dims/0", "got -2"));
-  EXPECT_TRUE(fails_with(
-      R"({"input": [{"name": "A", "data_type": "FP32", "dims": [1,1,1,1,1,1,1,1,1]}]})",
-      config_error_code::bad_value, "/input/0/dims", "at most 8 dimensions"));
+  EXPECT_TRUE(
+      fails_with(R"({"input": [{"name": "A", "data_type": "FP32", "dims": [1,1,1,1,1,1,1,1,1]}]})",
+                 config_error_code::bad_value, "/input/0/dims", "at most 8 dimensions"));
 }
 
 TEST(model_config_json, tensor_names_must_be_present_non_empty_and_unique) {
@@ -415,17 +415,17 @@ TEST(model_config_json, tensor_names_must_be_present_non_empty_and_unique) {
 }
 
 TEST(model_config_json, preferred_batch_size_above_max_batch_size_points_at_the_entry) {
-  EXPECT_TRUE(fails_with(
-      R"({"max_batch_size": 8, "dynamic_batching": {"preferred_batch_size": [4, 16]}})",
-      config_error_code::bad_value, "/dynamic_batching/preferred_batch_size/1",
-      "dynamic batching preferred size must be <= max batch size (8)"));
+  EXPECT_TRUE(
+      fails_with(R"({"max_batch_size": 8, "dynamic_batching": {"preferred_batch_size": [4, 16]}})",
+                 config_error_code::bad_value, "/dynamic_batching/preferred_batch_size/1",
+                 "dynamic batching preferred size must be <= max batch size (8)"));
 }
 
 TEST(model_config_json, default_priority_level_must_be_within_the_levels) {
-  EXPECT_TRUE(fails_with(
-      R"({"dynamic_batching": {"priority_levels": 2, "default_priority_level": 3}})",
-      config_error_code::bad_value, "/dynamic_batching/default_priority_level",
-      "default priority level must be in range [1, 2]"));
+  EXPECT_TRUE(
+      fails_with(R"({"dynamic_batching": {"priority_levels": 2, "default_priority_level": 3}})",
+                 config_error_code::bad_value, "/dynamic_batching/default_priority_level",
+                 "default priority level must be in range [1, 2]"));
   EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"priority_levels": 2}})",
                          config_error_code::bad_value, "/dynamic_batching/default_priority_level",
                          "in range [1, 2]"));
@@ -450,8 +450,8 @@ TEST(model_config_json, priority_queue_policy_keys_are_checked) {
                          "priority level key must be a decimal integer"));
   EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"priority_levels": 2, "default_priority_level": 1,
                              "priority_queue_policy": {"01": {}}}})",
-                         config_error_code::bad_value,
-                         "/dynamic_batching/priority_queue_policy/01", "leading zeros"));
+                         config_error_code::bad_value, "/dynamic_batching/priority_queue_policy/01",
+                         "leading zeros"));
 }
 
 TEST(model_config_json, instance_group_count_and_gpus_are_checked) {

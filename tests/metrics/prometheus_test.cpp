@@ -65,12 +65,12 @@ statistics_snapshot busy_snapshot() {
 }
 
 // The whole exposition for two models, one busy and one idle whose name needs escaping.
-// docs/metrics.md shows this same text; change both together.
 TEST(prometheus_writer, writes_exact_exposition_for_two_models) {
   prometheus_writer w;
   w.add("a", "1", busy_snapshot());
   w.add("we\"ird\\name\nline", "2", statistics_snapshot{});
-  const std::string expected = R"prom(# HELP nv_inference_request_success Number of successful inference requests; a request counts once whatever its batch size
+  const std::string expected =
+      R"prom(# HELP nv_inference_request_success Number of successful inference requests; a request counts once whatever its batch size
 # TYPE nv_inference_request_success counter
 nv_inference_request_success{model="a",version="1"} 3
 nv_inference_request_success{model="we\"ird\\name\nline",version="2"} 0
@@ -139,19 +139,108 @@ servekit_instance_exec_count{model="a",version="1",instance="a_0"} 2
   EXPECT_EQ(w.str(), expected);
 }
 
+// docs/metrics.md shows this text as its sample; change both together.
+TEST(prometheus_writer, documented_sample_is_exact) {
+  model_statistics stats(8, {"resnet50_0_0", "resnet50_0_1"});
+  model_statistics::execution e;
+  e.instance = 0;
+  e.batch_size = 8;
+  e.requests = 8;
+  e.ok_requests = 8;
+  e.ok_elements = 8;
+  e.queue_ns = 8 * 1'200'000;
+  e.request_ok_ns = 8 * 4'500'000;
+  e.compute_input_ns = 150'000;
+  e.compute_infer_ns = 3'000'000;
+  e.compute_output_ns = 100'000;
+  e.reason = batch_close_reason::max_batch_size;
+  stats.record_execution(e);
+  e.instance = 1;
+  e.batch_size = 3;
+  e.requests = 2;
+  e.ok_requests = 2;
+  e.ok_elements = 3;
+  e.queue_ns = 2 * 500'000;
+  e.request_ok_ns = 2 * 2'900'000;
+  e.compute_input_ns = 80'000;
+  e.compute_infer_ns = 2'200'000;
+  e.compute_output_ns = 70'000;
+  e.reason = batch_close_reason::queue_delay_expired;
+  stats.record_execution(e);
+  stats.record_early_failure(failure_reason::rejected, 10'000'000);
+  stats.add_pending(4);
+
+  prometheus_writer w;
+  w.add("resnet50", 1, stats.snapshot());
+  const std::string expected =
+      R"prom(# HELP nv_inference_request_success Number of successful inference requests; a request counts once whatever its batch size
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{model="resnet50",version="1"} 10
+# HELP nv_inference_request_failure Number of failed inference requests by reason; a request counts once whatever its batch size
+# TYPE nv_inference_request_failure counter
+nv_inference_request_failure{model="resnet50",version="1",reason="REJECTED"} 1
+nv_inference_request_failure{model="resnet50",version="1",reason="CANCELED"} 0
+nv_inference_request_failure{model="resnet50",version="1",reason="BACKEND"} 0
+nv_inference_request_failure{model="resnet50",version="1",reason="OTHER"} 0
+# HELP nv_inference_count Number of inferences performed; a request of batch size n counts n
+# TYPE nv_inference_count counter
+nv_inference_count{model="resnet50",version="1"} 11
+# HELP nv_inference_exec_count Number of model executions (batches) performed
+# TYPE nv_inference_exec_count counter
+nv_inference_exec_count{model="resnet50",version="1"} 2
+# HELP nv_inference_request_duration_us Cumulative end-to-end duration of successful inference requests, in microseconds
+# TYPE nv_inference_request_duration_us counter
+nv_inference_request_duration_us{model="resnet50",version="1"} 41800
+# HELP nv_inference_queue_duration_us Cumulative time successful requests waited in the scheduling queue, in microseconds
+# TYPE nv_inference_queue_duration_us counter
+nv_inference_queue_duration_us{model="resnet50",version="1"} 10600
+# HELP nv_inference_compute_input_duration_us Cumulative input preparation time of the executions, charged to each successful request of a batch, in microseconds
+# TYPE nv_inference_compute_input_duration_us counter
+nv_inference_compute_input_duration_us{model="resnet50",version="1"} 1360
+# HELP nv_inference_compute_infer_duration_us Cumulative model execution time, charged to each successful request of a batch, in microseconds
+# TYPE nv_inference_compute_infer_duration_us counter
+nv_inference_compute_infer_duration_us{model="resnet50",version="1"} 28400
+# HELP nv_inference_compute_output_duration_us Cumulative output extraction time of the executions, charged to each successful request of a batch, in microseconds
+# TYPE nv_inference_compute_output_duration_us counter
+nv_inference_compute_output_duration_us{model="resnet50",version="1"} 940
+# HELP nv_inference_pending_request_count Number of requests accepted and not yet started by a model instance
+# TYPE nv_inference_pending_request_count gauge
+nv_inference_pending_request_count{model="resnet50",version="1"} 4
+# HELP servekit_batch_close_total Number of batches closed, by the reason the batch stopped growing (servekit extension)
+# TYPE servekit_batch_close_total counter
+servekit_batch_close_total{model="resnet50",version="1",reason="max_batch_size"} 1
+servekit_batch_close_total{model="resnet50",version="1",reason="preferred_batch_size"} 0
+servekit_batch_close_total{model="resnet50",version="1",reason="queue_delay_expired"} 1
+servekit_batch_close_total{model="resnet50",version="1",reason="shape_mismatch"} 0
+servekit_batch_close_total{model="resnet50",version="1",reason="queue_drained"} 0
+servekit_batch_close_total{model="resnet50",version="1",reason="batch_rule"} 0
+servekit_batch_close_total{model="resnet50",version="1",reason="no_batching"} 0
+# HELP servekit_instance_exec_count Number of model executions per model instance (servekit extension)
+# TYPE servekit_instance_exec_count counter
+servekit_instance_exec_count{model="resnet50",version="1",instance="resnet50_0_0"} 1
+servekit_instance_exec_count{model="resnet50",version="1",instance="resnet50_0_1"} 1
+)prom";
+  EXPECT_EQ(w.str(), expected);
+}
+
 TEST(prometheus_writer, help_and_type_appear_once_per_family) {
   prometheus_writer w;
   w.add("a", "1", busy_snapshot());
   w.add("b", "1", busy_snapshot());
   w.add("b", "2", busy_snapshot());
   const auto text = w.str();
-  const std::vector<std::string_view> families = {
-      "nv_inference_request_success",           "nv_inference_request_failure",
-      "nv_inference_count",                     "nv_inference_exec_count",
-      "nv_inference_request_duration_us",       "nv_inference_queue_duration_us",
-      "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
-      "nv_inference_compute_output_duration_us", "nv_inference_pending_request_count",
-      "servekit_batch_close_total",             "servekit_instance_exec_count"};
+  const std::vector<std::string_view> families = {"nv_inference_request_success",
+                                                  "nv_inference_request_failure",
+                                                  "nv_inference_count",
+                                                  "nv_inference_exec_count",
+                                                  "nv_inference_request_duration_us",
+                                                  "nv_inference_queue_duration_us",
+                                                  "nv_inference_compute_input_duration_us",
+                                                  "nv_inference_compute_infer_duration_us",
+                                                  "nv_inference_compute_output_duration_us",
+                                                  "nv_inference_pending_request_count",
+                                                  "servekit_batch_close_total",
+                                                  "servekit_instance_exec_count"};
   for (const auto f : families) {
     EXPECT_EQ(count_of(text, "# HELP " + std::string(f) + " "), 1u) << f;
     EXPECT_EQ(count_of(text, "# TYPE " + std::string(f) + " "), 1u) << f;
@@ -260,6 +349,15 @@ TEST(prometheus_writer, empty_writer_writes_nothing_and_clear_resets) {
   EXPECT_EQ(w.str(), "");
 }
 
+TEST(prometheus_writer, numeric_version_is_written_in_decimal) {
+  prometheus_writer w;
+  w.add("m", std::int64_t{42}, statistics_snapshot{});
+  w.add("m", 0, statistics_snapshot{});
+  const auto text = w.str();
+  EXPECT_NE(text.find("nv_inference_count{model=\"m\",version=\"42\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("nv_inference_count{model=\"m\",version=\"0\"} 0\n"), std::string::npos);
+}
+
 TEST(prometheus_writer, write_appends_to_existing_text) {
   prometheus_writer w;
   w.add("m", "1", statistics_snapshot{});
@@ -286,8 +384,8 @@ TEST(prometheus_writer, reports_triton_count_examples_from_live_statistics) {
     return w.str();
   };
   const auto has = [](const std::string& text, std::string_view family, int value) {
-    return text.find(std::string(family) + "{model=\"m\",version=\"1\"} " +
-                     std::to_string(value) + "\n") != std::string::npos;
+    return text.find(std::string(family) + "{model=\"m\",version=\"1\"} " + std::to_string(value) +
+                     "\n") != std::string::npos;
   };
   const auto one_bs8 = run({{1, 8}});
   EXPECT_TRUE(has(one_bs8, "nv_inference_request_success", 1));

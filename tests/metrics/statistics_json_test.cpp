@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -37,43 +38,51 @@ statistics_snapshot sample_snapshot() {
 
 json dur(std::uint64_t count, std::uint64_t ns) { return json{{"count", count}, {"ns", ns}}; }
 
-TEST(statistics_json, has_triton_model_stat_keys) {
+TEST(statistics_json, has_triton_keys_plus_extensions_only) {
   const auto j = to_statistics_json("simple", "1", sample_snapshot());
-  for (const char* key : {"name", "version", "last_inference", "inference_count", "execution_count",
-                          "inference_stats", "batch_stats", "response_stats"}) {
-    EXPECT_TRUE(j.contains(key)) << key;
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items()) {
+    keys.push_back(key);
   }
-  EXPECT_EQ(j["name"], "simple");
-  EXPECT_EQ(j["version"], "1");
-  EXPECT_TRUE(j["version"].is_string());
-  EXPECT_TRUE(j["response_stats"].is_object());
-  EXPECT_TRUE(j["response_stats"].empty());
+  // Triton's keys, then servekit's two extensions; nothing else.
+  const std::vector<std::string> expected = {
+      "batch_close_reasons", "batch_stats",     "execution_count",
+      "inference_count",     "inference_stats", "instance_stats",
+      "last_inference",      "memory_usage",    "name",
+      "response_stats",      "version"};
+  EXPECT_EQ(keys, expected); // nlohmann::json objects iterate in key order
+  EXPECT_TRUE(j.at("memory_usage").is_array());
+  EXPECT_EQ(j.at("name"), "simple");
+  EXPECT_EQ(j.at("version"), "1");
+  EXPECT_TRUE(j.at("version").is_string());
+  EXPECT_TRUE(j.at("response_stats").is_object());
+  EXPECT_TRUE(j.at("response_stats").empty());
 }
 
 TEST(statistics_json, counts_are_unsigned_numbers) {
   const auto j = to_statistics_json("simple", "1", sample_snapshot());
-  EXPECT_TRUE(j["inference_count"].is_number_unsigned());
-  EXPECT_TRUE(j["execution_count"].is_number_unsigned());
-  EXPECT_TRUE(j["last_inference"].is_number_unsigned());
-  EXPECT_TRUE(j["inference_stats"]["success"]["count"].is_number_unsigned());
-  EXPECT_TRUE(j["inference_stats"]["success"]["ns"].is_number_unsigned());
-  EXPECT_EQ(j["inference_count"], 3u);
-  EXPECT_EQ(j["execution_count"], 1u);
-  EXPECT_GT(j["last_inference"].get<std::uint64_t>(), 0u);
+  EXPECT_TRUE(j.at("inference_count").is_number_unsigned());
+  EXPECT_TRUE(j.at("execution_count").is_number_unsigned());
+  EXPECT_TRUE(j.at("last_inference").is_number_unsigned());
+  EXPECT_TRUE(j.at("inference_stats").at("success").at("count").is_number_unsigned());
+  EXPECT_TRUE(j.at("inference_stats").at("success").at("ns").is_number_unsigned());
+  EXPECT_EQ(j.at("inference_count"), 3u);
+  EXPECT_EQ(j.at("execution_count"), 1u);
+  EXPECT_GT(j.at("last_inference").get<std::uint64_t>(), 0u);
 }
 
 TEST(statistics_json, inference_stats_hold_every_duration) {
   const auto j = to_statistics_json("simple", "1", sample_snapshot());
-  const auto& is = j["inference_stats"];
+  const auto& is = j.at("inference_stats");
   EXPECT_EQ(is.size(), 8u);
-  EXPECT_EQ(is["success"], dur(2, 9'000));
-  EXPECT_EQ(is["fail"], dur(1, 77));
-  EXPECT_EQ(is["queue"], dur(2, 400));
-  EXPECT_EQ(is["compute_input"], dur(2, 20));
-  EXPECT_EQ(is["compute_infer"], dur(2, 2'000));
-  EXPECT_EQ(is["compute_output"], dur(2, 40));
-  EXPECT_EQ(is["cache_hit"], dur(0, 0));
-  EXPECT_EQ(is["cache_miss"], dur(0, 0));
+  EXPECT_EQ(is.at("success"), dur(2, 9'000));
+  EXPECT_EQ(is.at("fail"), dur(1, 77));
+  EXPECT_EQ(is.at("queue"), dur(2, 400));
+  EXPECT_EQ(is.at("compute_input"), dur(2, 20));
+  EXPECT_EQ(is.at("compute_infer"), dur(2, 2'000));
+  EXPECT_EQ(is.at("compute_output"), dur(2, 40));
+  EXPECT_EQ(is.at("cache_hit"), dur(0, 0));
+  EXPECT_EQ(is.at("cache_miss"), dur(0, 0));
 }
 
 TEST(statistics_json, batch_stats_list_executed_sizes) {
@@ -82,43 +91,51 @@ TEST(statistics_json, batch_stats_list_executed_sizes) {
                                           {"compute_input", dur(1, 10)},
                                           {"compute_infer", dur(1, 1'000)},
                                           {"compute_output", dur(1, 20)}}});
-  EXPECT_EQ(j["batch_stats"], expected);
+  EXPECT_EQ(j.at("batch_stats"), expected);
 }
 
 TEST(statistics_json, batch_close_reasons_name_every_reason) {
   const auto j = to_statistics_json("simple", "1", sample_snapshot());
-  const json expected = {{"max_batch_size", 0u}, {"preferred_batch_size", 0u},
+  const json expected = {{"max_batch_size", 0u},      {"preferred_batch_size", 0u},
                          {"queue_delay_expired", 1u}, {"shape_mismatch", 0u},
-                         {"queue_drained", 0u},  {"batch_rule", 0u},
+                         {"queue_drained", 0u},       {"batch_rule", 0u},
                          {"no_batching", 0u}};
-  EXPECT_EQ(j["batch_close_reasons"], expected);
+  EXPECT_EQ(j.at("batch_close_reasons"), expected);
 }
 
 TEST(statistics_json, instance_stats_list_every_instance) {
   const auto j = to_statistics_json("simple", "1", sample_snapshot());
-  const json expected = json::array(
-      {json{{"name", "m_0"}, {"execution_count", 0u}, {"inference_count", 0u},
-            {"compute_infer", dur(0, 0)}},
-       json{{"name", "m_1"}, {"execution_count", 1u}, {"inference_count", 3u},
-            {"compute_infer", dur(1, 1'000)}}});
-  EXPECT_EQ(j["instance_stats"], expected);
+  const json expected = json::array({json{{"name", "m_0"},
+                                          {"execution_count", 0u},
+                                          {"inference_count", 0u},
+                                          {"compute_infer", dur(0, 0)}},
+                                     json{{"name", "m_1"},
+                                          {"execution_count", 1u},
+                                          {"inference_count", 3u},
+                                          {"compute_infer", dur(1, 1'000)}}});
+  EXPECT_EQ(j.at("instance_stats"), expected);
 }
 
 TEST(statistics_json, empty_statistics_give_empty_arrays_not_null) {
   const auto j = to_statistics_json("idle", "2", model_statistics(4, {}).snapshot());
-  EXPECT_TRUE(j["batch_stats"].is_array());
-  EXPECT_TRUE(j["batch_stats"].empty());
-  EXPECT_TRUE(j["instance_stats"].is_array());
-  EXPECT_TRUE(j["instance_stats"].empty());
-  EXPECT_EQ(j["inference_count"], 0u);
-  EXPECT_EQ(j["last_inference"], 0u);
+  EXPECT_TRUE(j.at("batch_stats").is_array());
+  EXPECT_TRUE(j.at("batch_stats").empty());
+  EXPECT_TRUE(j.at("instance_stats").is_array());
+  EXPECT_TRUE(j.at("instance_stats").empty());
+  EXPECT_EQ(j.at("inference_count"), 0u);
+  EXPECT_EQ(j.at("last_inference"), 0u);
+}
+
+TEST(statistics_json, numeric_version_is_a_decimal_string) {
+  const auto j = to_statistics_json("simple", std::int64_t{7}, sample_snapshot());
+  EXPECT_EQ(j.at("version"), "7");
 }
 
 TEST(statistics_json, dumps_and_parses_back) {
   const auto j = to_statistics_json("we\"ird", "1", sample_snapshot());
   const auto back = json::parse(j.dump());
   EXPECT_EQ(back, j);
-  EXPECT_EQ(back["name"], "we\"ird");
+  EXPECT_EQ(back.at("name"), "we\"ird");
 }
 
 } // namespace

@@ -265,17 +265,19 @@ TEST_F(model_test, reject_timeout_fires_while_every_instance_is_busy) {
     }
   };
   auto o = batching_options();
-  o.dynamic_batching->priority.default_queue_policy.default_timeout_microseconds = 2000;
+  auto& policy = o.dynamic_batching->priority.default_queue_policy;
+  policy.default_timeout_microseconds = 60'000'000; // the blocker must not time out
+  policy.allow_timeout_override = true;
   batched_model m{o};
   ASSERT_TRUE(m.submit(make_request("blocker"), c.sink()).ok());
   ASSERT_TRUE(started.wait());
-  ASSERT_TRUE(m.submit(make_request("late"),
-                       [&](servekit::response&& r) {
-                         EXPECT_EQ(r.status.code(), servekit::status_code::unavailable);
-                         EXPECT_EQ(r.status.message(), "Request timeout expired");
-                         timed_out.open();
-                       })
-                  .ok());
+  auto late = make_request("late");
+  late.timeout_us = 2000;
+  ASSERT_TRUE(m.submit(std::move(late), [&](servekit::response&& r) {
+                 EXPECT_EQ(r.status.code(), servekit::status_code::unavailable);
+                 EXPECT_EQ(r.status.message(), "Request timeout expired");
+                 timed_out.open();
+               }).ok());
   ASSERT_TRUE(c.wait_for(1));
   EXPECT_TRUE(c.get("blocker").ok());
   EXPECT_EQ(m.statistics().failed_by(servekit::failure_reason::rejected), 1U);
@@ -326,14 +328,12 @@ TEST_F(model_test, cancelling_shutdown_answers_queued_requests_and_finishes_runn
   std::thread stopper{[&] { m.shutdown(servekit::shutdown_mode::cancel); }};
   ASSERT_TRUE(c.wait_for(5)); // the queued ones, while "running" still runs
   for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(c.get("queued" + std::to_string(i)).status.code(),
-              servekit::status_code::cancelled);
+    EXPECT_EQ(c.get("queued" + std::to_string(i)).status.code(), servekit::status_code::cancelled);
   }
   release.open();
   stopper.join();
   EXPECT_TRUE(c.get("running").ok());
-  EXPECT_EQ(m.submit(make_request("after"), c.sink()).code(),
-            servekit::status_code::unavailable);
+  EXPECT_EQ(m.submit(make_request("after"), c.sink()).code(), servekit::status_code::unavailable);
 }
 
 TEST_F(model_test, draining_shutdown_executes_everything_accepted) {

@@ -15,9 +15,8 @@ struct finished {
 
 void fill(finished& f, std::vector<std::string>& delivered, const std::string& id) {
   f.b.bind(f.context, false);
-  auto p = servekit::make_pending(servekit::request{}, [&delivered, id](servekit::response&&) {
-    delivered.push_back(id);
-  });
+  auto p = servekit::make_pending(
+      servekit::request{}, [&delivered, id](servekit::response&&) { delivered.push_back(id); });
   f.b.add(p->request, 1, p->sink);
   f.plan.requests.push_back(std::move(p));
 }

@@ -40,8 +40,7 @@ struct unreliable_backend {
         continue;
       }
       auto& out = b.response(i).add_output("OUTPUT", data_type::fp32, in.shape);
-      std::copy(in.values<float>().begin(), in.values<float>().end(),
-                out.values<float>().begin());
+      std::copy(in.values<float>().begin(), in.values<float>().end(), out.values<float>().begin());
     }
   }
 };
@@ -65,6 +64,7 @@ servekit::model_options stress_options() {
   servekit::queue_policy level1;
   level1.timeout_action = servekit::timeout_action::reject;
   level1.allow_timeout_override = true;
+  level1.default_timeout_microseconds = 400;
   servekit::queue_policy level2;
   level2.timeout_action = servekit::timeout_action::delay;
   level2.default_timeout_microseconds = 300;
@@ -83,8 +83,8 @@ void run_stress(servekit::shutdown_mode ending) {
   std::atomic<int> accepted{0};
   std::atomic<int> refused{0};
 
-  using model_t = servekit::model<unreliable_backend, servekit::dynamic_batcher<>,
-                                  servekit::instance_group<2>>;
+  using model_t =
+      servekit::model<unreliable_backend, servekit::dynamic_batcher<>, servekit::instance_group<2>>;
   auto m = std::make_unique<model_t>(stress_options());
 
   std::vector<std::thread> clients;
@@ -154,8 +154,6 @@ void run_stress(servekit::shutdown_mode ending) {
 
 TEST(stress, exactly_once_with_draining_shutdown) { run_stress(servekit::shutdown_mode::drain); }
 
-TEST(stress, exactly_once_with_cancelling_shutdown) {
-  run_stress(servekit::shutdown_mode::cancel);
-}
+TEST(stress, exactly_once_with_cancelling_shutdown) { run_stress(servekit::shutdown_mode::cancel); }
 
 } // namespace

@@ -56,7 +56,8 @@ struct third_party {
 
 } // namespace
 
-template <> struct servekit::backend_traits<third_party> {
+template <>
+struct servekit::backend_traits<third_party> {
   static constexpr std::int32_t max_batch_size = 4;
   static constexpr bool batching = true;
   static constexpr bool decoupled = false;

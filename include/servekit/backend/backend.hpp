@@ -39,40 +39,54 @@ concept constructible_from_instance_context =
 
 /// One execution of a batch: read the requests, fill one response per request.
 template <class B>
-concept has_execute_batch = requires(B& backend, batch& b) { backend.execute(b); };
+concept has_execute_batch = requires(B& backend, batch& b) {
+  backend.execute(b);
+};
 
 // -- optional ----------------------------------------------------------------------------------
 
 template <class B>
-concept declares_max_batch_size = requires { B::max_batch_size; };
+concept declares_max_batch_size = requires {
+  B::max_batch_size;
+};
 template <class B>
 concept declares_max_batch_size_as_int = requires {
   { B::max_batch_size } -> std::convertible_to<std::int32_t>;
   requires std::integral<std::remove_cvref_t<decltype(B::max_batch_size)>>;
 };
 template <class B>
-concept declares_batching = requires { B::batching; };
+concept declares_batching = requires {
+  B::batching;
+};
 template <class B>
 concept declares_batching_as_bool = requires {
-  requires std::same_as<std::remove_cvref_t<decltype(B::batching)>, bool>;
+  requires std::same_as < std::remove_cvref_t<decltype(B::batching)>,
+  bool > ;
 };
 template <class B>
-concept declares_decoupled = requires { B::decoupled; };
+concept declares_decoupled = requires {
+  B::decoupled;
+};
 template <class B>
 concept declares_decoupled_as_bool = requires {
-  requires std::same_as<std::remove_cvref_t<decltype(B::decoupled)>, bool>;
+  requires std::same_as < std::remove_cvref_t<decltype(B::decoupled)>,
+  bool > ;
 };
 template <class B>
-concept declares_inputs = requires { B::inputs; };
+concept declares_inputs = requires {
+  B::inputs;
+};
 template <class B>
 concept declares_inputs_as_specs = requires {
-  { std::span<const tensor_spec>{B::inputs} };
+  {std::span<const tensor_spec>{B::inputs}};
 };
 template <class B>
-concept declares_outputs = requires { B::outputs; };
+concept declares_outputs = requires {
+  B::outputs;
+};
 template <class B>
 concept declares_outputs_as_specs = requires {
-  { std::span<const tensor_spec>{B::outputs} };
+  {std::span<const tensor_spec>{B::outputs}};
 };
 
 } // namespace detail
@@ -83,7 +97,8 @@ concept backend = detail::constructible_from_instance_context<B> && detail::has_
 
 /// A backend's optional properties with their defaults. Specialise it to describe a backend
 /// you cannot change.
-template <class B> struct backend_traits {
+template <class B>
+struct backend_traits {
   /// Upper bound for the model's max_batch_size; 0 means "the config decides".
   static constexpr std::int32_t max_batch_size = [] {
     if constexpr (detail::declares_max_batch_size_as_int<B>) {
@@ -128,13 +143,13 @@ template <class B> struct backend_traits {
 
 /// Checks a backend with one readable message per missing or malformed member. Composition
 /// roots call it first, so users see these messages rather than "constraints not satisfied".
-template <class B> consteval bool check_backend() {
+template <class B>
+consteval bool check_backend() {
   static_assert(detail::constructible_from_instance_context<B>,
                 "servekit: a backend needs a public constructor "
                 "`explicit B(const servekit::instance_context&)` and a public destructor");
-  static_assert(detail::has_execute_batch<B>,
-                "servekit: a backend needs a public member function "
-                "`void execute(servekit::batch&)`");
+  static_assert(detail::has_execute_batch<B>, "servekit: a backend needs a public member function "
+                                              "`void execute(servekit::batch&)`");
   static_assert(!detail::declares_max_batch_size<B> || detail::declares_max_batch_size_as_int<B>,
                 "servekit: a backend's `max_batch_size` must be "
                 "`static constexpr std::int32_t max_batch_size = N;`");

@@ -54,11 +54,11 @@ public:
       if ((a == nullptr) != (b == nullptr)) {
         return false;
       }
-      if (a != nullptr && (a->shape != b->shape || a->data.size() != b->data.size() ||
-                           !a->data.location().host_accessible() ||
-                           !b->data.location().host_accessible() ||
-                           (a->data.size() != 0 &&
-                            std::memcmp(a->data.data(), b->data.data(), a->data.size()) != 0))) {
+      if (a != nullptr &&
+          (a->shape != b->shape || a->data.size() != b->data.size() ||
+           !a->data.location().host_accessible() || !b->data.location().host_accessible() ||
+           (a->data.size() != 0 &&
+            std::memcmp(a->data.data(), b->data.data(), a->data.size()) != 0))) {
         return false;
       }
     }

@@ -67,8 +67,8 @@ namespace servekit {
     const auto n = static_cast<std::size_t>(b.request_batch_size(i));
     const std::size_t bytes = n * item_bytes;
     if (src.size() - at < bytes) {
-      return invalid_argument("scatter_output: source too small for output '" +
-                              std::string{name} + "'");
+      return invalid_argument("scatter_output: source too small for output '" + std::string{name} +
+                              "'");
     }
     const shape s = batched ? item.with_batch(static_cast<std::int64_t>(n)) : item;
     tensor& out = b.response(i).add_output(std::string{name}, type, s);

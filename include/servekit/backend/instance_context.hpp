@@ -27,8 +27,8 @@ struct instance_context {
   std::string_view instance_name; ///< "<model>_<group>_<index in group>"
   std::size_t instance_index = 0; ///< 0..instance_count-1 across all groups
   instance_kind kind = instance_kind::cpu;
-  int device_id = 0;                  ///< the GPU for kind == gpu
-  std::int32_t max_batch_size = 0;    ///< 0: requests carry no batch dimension
+  int device_id = 0;               ///< the GPU for kind == gpu
+  std::int32_t max_batch_size = 0; ///< 0: requests carry no batch dimension
   std::span<const tensor_config> inputs;
   std::span<const tensor_config> outputs;
   const parameter_map* parameters = nullptr;

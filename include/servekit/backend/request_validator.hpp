@@ -23,8 +23,8 @@ public:
   request_validator() = default;
   request_validator(std::string model_name, std::int32_t max_batch_size,
                     std::vector<tensor_config> inputs, std::vector<tensor_config> outputs)
-      : model_name_{std::move(model_name)}, max_batch_size_{max_batch_size},
-        inputs_{std::move(inputs)}, outputs_{std::move(outputs)} {}
+      : model_name_{std::move(model_name)},
+        max_batch_size_{max_batch_size}, inputs_{std::move(inputs)}, outputs_{std::move(outputs)} {}
 
   [[nodiscard]] std::int32_t max_batch_size() const noexcept { return max_batch_size_; }
   [[nodiscard]] std::span<const tensor_config> inputs() const noexcept { return inputs_; }
@@ -79,9 +79,9 @@ public:
       }
     }
     if (batched && batch > max_batch_size_) {
-      return invalid_argument("inference request batch-size must be <= " +
-                              std::to_string(max_batch_size_) + " for '" + model_name_ +
-                              "', got " + std::to_string(batch));
+      return invalid_argument(
+          "inference request batch-size must be <= " + std::to_string(max_batch_size_) + " for '" +
+          model_name_ + "', got " + std::to_string(batch));
     }
     if (!outputs_.empty()) {
       for (const auto& name : r.requested_outputs) {

@@ -39,8 +39,8 @@ struct tensor_config {
   bool is_shape_tensor = false;
 
   [[nodiscard]] static tensor_config from(const tensor_spec& spec) {
-    return {std::string{spec.name}, spec.type, spec.dims, spec.allow_ragged_batch, spec.optional,
-            spec.is_shape_tensor};
+    return {std::string{spec.name},  spec.type,     spec.dims,
+            spec.allow_ragged_batch, spec.optional, spec.is_shape_tensor};
   }
   friend bool operator==(const tensor_config&, const tensor_config&) = default;
 };

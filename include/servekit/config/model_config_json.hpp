@@ -284,7 +284,7 @@ template <class T>
 
 /// 100, 1e2 and 100.0 are the integer 100; 1.5 is refused.
 [[nodiscard]] inline integer_value integer_from_number(double number, const json& value,
-                                                      const std::string& path) {
+                                                       const std::string& path) {
   if (!std::isfinite(number) || std::trunc(number) != number) {
     fail_bad_value(path, "expected an integer, got " + describe_json(value));
   }
@@ -347,8 +347,8 @@ template <class T>
   const std::uint64_t largest_magnitude =
       static_cast<std::uint64_t>(limits::max()) + (v.negative ? 1U : 0U);
   if (v.beyond_64_bits || v.magnitude > largest_magnitude) {
-    fail_bad_value(path, "out of range for " + type_name + " (allowed: " +
-                             std::to_string(limits::min()) + " to " +
+    fail_bad_value(path, "out of range for " + type_name +
+                             " (allowed: " + std::to_string(limits::min()) + " to " +
                              std::to_string(limits::max()) + "), got " + describe_json(value));
   }
   if constexpr (std::is_signed_v<T>) {
@@ -440,12 +440,14 @@ void read_fields(const json& object, const std::string& path, Message& out,
                  std::type_identity_t<std::span<const field_reader<Message>>> fields,
                  std::span<const std::string_view> not_yet_supported = {}) {
   expect_object(object, path);
-  for (const auto& [key, value] : object.items()) {
+  for (const auto& member : object.items()) {
+    // Not a structured binding: clang < 16 cannot capture one in the lambda below.
+    const std::string& key = member.key();
     const std::string field_path = member_path(path, key);
     const auto known = std::find_if(fields.begin(), fields.end(),
                                     [&](const field_reader<Message>& f) { return f.name == key; });
     if (known != fields.end()) {
-      known->read(value, field_path, out);
+      known->read(member.value(), field_path, out);
       continue;
     }
     if (std::find(not_yet_supported.begin(), not_yet_supported.end(), key) !=
@@ -539,8 +541,7 @@ template <class Enum, std::size_t N>
   if (const auto type = parse_data_type(value.get_ref<const std::string&>())) {
     return *type;
   }
-  fail_bad_value(path, "expected one of " + data_type_spellings() + ", got " +
-                           quoted_json(value) +
+  fail_bad_value(path, "expected one of " + data_type_spellings() + ", got " + quoted_json(value) +
                            " (the TYPE_ prefix may be left out; BYTES means TYPE_STRING)");
 }
 
@@ -551,8 +552,8 @@ template <class Enum, std::size_t N>
 [[nodiscard]] inline std::int64_t read_dim(const json& value, const std::string& path) {
   const auto dim = read_integer<std::int64_t>(value, path);
   if (dim < 1 && dim != shape::variable) {
-    fail_bad_value(path, "dimension must be >= 1, or -1 for a variable size; got " +
-                             std::to_string(dim));
+    fail_bad_value(path,
+                   "dimension must be >= 1, or -1 for a variable size; got " + std::to_string(dim));
   }
   return dim;
 }
@@ -574,8 +575,7 @@ inline void read_tensor_name(const json& value, const std::string& path, tensor_
   }
 }
 
-inline void read_tensor_data_type(const json& value, const std::string& path,
-                                  tensor_config& out) {
+inline void read_tensor_data_type(const json& value, const std::string& path, tensor_config& out) {
   out.type = read_data_type(value, path);
 }
 
@@ -748,8 +748,8 @@ inline void read_instance_count(const json& value, const std::string& path,
                                 instance_group_options& out) {
   out.count = read_integer<std::int32_t>(value, path);
   if (out.count < 1) {
-    fail_bad_value(path, "instance group count must be at least 1, got " +
-                             std::to_string(out.count));
+    fail_bad_value(path,
+                   "instance group count must be at least 1, got " + std::to_string(out.count));
   }
 }
 
@@ -768,8 +768,8 @@ inline void read_instance_gpus(const json& value, const std::string& path,
 
 /// Triton: KIND_CPU and KIND_MODEL groups may not list gpus.
 inline void check_gpus_allowed(const instance_group_options& group, const std::string& path) {
-  const bool may_list_gpus = group.kind == instance_group_kind::kind_auto ||
-                             group.kind == instance_group_kind::kind_gpu;
+  const bool may_list_gpus =
+      group.kind == instance_group_kind::kind_auto || group.kind == instance_group_kind::kind_gpu;
   if (!group.gpus.empty() && !may_list_gpus) {
     fail_bad_value(member_path(path, "gpus"),
                    "an instance group of kind " +
@@ -786,16 +786,15 @@ inline void check_gpus_allowed(const instance_group_options& group, const std::s
       {"count", read_instance_count},
       {"gpus", read_instance_gpus},
   };
-  static constexpr std::string_view not_yet_supported[] = {
-      "rate_limiter", "secondary_devices", "profile", "passive", "host_policy"};
+  static constexpr std::string_view not_yet_supported[] = {"rate_limiter", "secondary_devices",
+                                                           "profile", "passive", "host_policy"};
   instance_group_options out;
   read_fields(value, path, out, fields, not_yet_supported);
   check_gpus_allowed(out, path);
   return out;
 }
 
-inline void read_instance_groups(const json& value, const std::string& path,
-                                 model_options& out) {
+inline void read_instance_groups(const json& value, const std::string& path, model_options& out) {
   out.instance_group = read_array<instance_group_options>(value, path, read_instance_group);
 }
 
@@ -858,11 +857,21 @@ inline void read_dynamic_batching_field(const json& value, const std::string& pa
 /// reader (one small function per message, as above), list it in read_model_config's table and
 /// drop it from here.
 inline constexpr std::string_view model_config_not_yet_supported[] = {
-    "runtime",          "version_policy",          "batch_input",
-    "batch_output",     "optimization",            "sequence_batching",
-    "ensemble_scheduling", "default_model_filename", "cc_model_filenames",
-    "metric_tags",      "model_warmup",            "model_operations",
-    "model_transaction_policy", "model_repository_agents", "response_cache",
+    "runtime",
+    "version_policy",
+    "batch_input",
+    "batch_output",
+    "optimization",
+    "sequence_batching",
+    "ensemble_scheduling",
+    "default_model_filename",
+    "cc_model_filenames",
+    "metric_tags",
+    "model_warmup",
+    "model_operations",
+    "model_transaction_policy",
+    "model_repository_agents",
+    "response_cache",
     "model_metrics",
 };
 

@@ -28,9 +28,7 @@ struct memory_location {
   [[nodiscard]] static constexpr memory_location gpu(int device) noexcept {
     return {memory_kind::gpu, device};
   }
-  [[nodiscard]] constexpr bool host_accessible() const noexcept {
-    return kind != memory_kind::gpu;
-  }
+  [[nodiscard]] constexpr bool host_accessible() const noexcept { return kind != memory_kind::gpu; }
   friend constexpr bool operator==(memory_location, memory_location) noexcept = default;
 };
 
@@ -64,7 +62,7 @@ public:
     buffer b;
     b.size_ = size;
     if (size != 0) {
-      b.data_ = static_cast<std::byte*>(::operator new(size, std::align_val_t{heap_alignment}));
+      b.data_ = static_cast<std::byte*>(::operator new (size, std::align_val_t{heap_alignment}));
       b.release_ = &release_heap;
     }
     return b;
@@ -118,7 +116,7 @@ public:
 
 private:
   static void release_heap(void*, std::byte* data, std::size_t) noexcept {
-    ::operator delete(data, std::align_val_t{heap_alignment});
+    ::operator delete (data, std::align_val_t{heap_alignment});
   }
 
   void reset() noexcept {

@@ -38,13 +38,20 @@ struct data_type_info {
 };
 
 inline constexpr data_type_info data_type_table[] = {
-    {data_type::boolean, "BOOL", "TYPE_BOOL", 1},   {data_type::uint8, "UINT8", "TYPE_UINT8", 1},
-    {data_type::uint16, "UINT16", "TYPE_UINT16", 2}, {data_type::uint32, "UINT32", "TYPE_UINT32", 4},
-    {data_type::uint64, "UINT64", "TYPE_UINT64", 8}, {data_type::int8, "INT8", "TYPE_INT8", 1},
-    {data_type::int16, "INT16", "TYPE_INT16", 2},    {data_type::int32, "INT32", "TYPE_INT32", 4},
-    {data_type::int64, "INT64", "TYPE_INT64", 8},    {data_type::fp16, "FP16", "TYPE_FP16", 2},
-    {data_type::bf16, "BF16", "TYPE_BF16", 2},       {data_type::fp32, "FP32", "TYPE_FP32", 4},
-    {data_type::fp64, "FP64", "TYPE_FP64", 8},       {data_type::bytes, "BYTES", "TYPE_STRING", 0},
+    {data_type::boolean, "BOOL", "TYPE_BOOL", 1},
+    {data_type::uint8, "UINT8", "TYPE_UINT8", 1},
+    {data_type::uint16, "UINT16", "TYPE_UINT16", 2},
+    {data_type::uint32, "UINT32", "TYPE_UINT32", 4},
+    {data_type::uint64, "UINT64", "TYPE_UINT64", 8},
+    {data_type::int8, "INT8", "TYPE_INT8", 1},
+    {data_type::int16, "INT16", "TYPE_INT16", 2},
+    {data_type::int32, "INT32", "TYPE_INT32", 4},
+    {data_type::int64, "INT64", "TYPE_INT64", 8},
+    {data_type::fp16, "FP16", "TYPE_FP16", 2},
+    {data_type::bf16, "BF16", "TYPE_BF16", 2},
+    {data_type::fp32, "FP32", "TYPE_FP32", 4},
+    {data_type::fp64, "FP64", "TYPE_FP64", 8},
+    {data_type::bytes, "BYTES", "TYPE_STRING", 0},
 };
 
 constexpr const data_type_info* find_info(data_type type) noexcept {

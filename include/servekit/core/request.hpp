@@ -19,8 +19,8 @@ namespace servekit {
 class correlation_id {
 public:
   correlation_id() noexcept = default;
-  correlation_id(std::uint64_t id) noexcept : value_{id} {} // NOLINT: implicit by design
-  correlation_id(std::string id) : value_{std::move(id)} {} // NOLINT: implicit by design
+  correlation_id(std::uint64_t id) noexcept : value_{id} {}   // NOLINT: implicit by design
+  correlation_id(std::string id) : value_{std::move(id)} {}   // NOLINT: implicit by design
   correlation_id(const char* id) : value_{std::string{id}} {} // NOLINT: implicit by design
 
   /// True for "no sequence": unset, 0 or "".

@@ -28,7 +28,7 @@ public:
 
   template <class F>
     requires(!std::same_as<std::remove_cvref_t<F>, response_sink> &&
-             std::invocable<std::remove_cvref_t<F>&, response &&>)
+             std::invocable<std::remove_cvref_t<F>&, response&&>)
   response_sink(F&& f) { // NOLINT: implicit by design, like std::function
     using stored = std::remove_cvref_t<F>;
     if constexpr (fits_inline<stored>) {
@@ -80,9 +80,9 @@ private:
   };
 
   template <class F>
-  static constexpr bool fits_inline = sizeof(F) <= inline_size &&
-                                      alignof(F) <= alignof(std::max_align_t) &&
-                                      std::is_nothrow_move_constructible_v<F>;
+  static constexpr bool fits_inline =
+      sizeof(F) <= inline_size &&
+      alignof(F) <= alignof(std::max_align_t) && std::is_nothrow_move_constructible_v<F>;
 
   template <class F>
   static constexpr operations inline_ops{

@@ -43,9 +43,7 @@ public:
 
   [[nodiscard]] constexpr std::size_t rank() const noexcept { return rank_; }
   [[nodiscard]] constexpr bool empty() const noexcept { return rank_ == 0; }
-  [[nodiscard]] constexpr std::int64_t operator[](std::size_t i) const noexcept {
-    return dims_[i];
-  }
+  [[nodiscard]] constexpr std::int64_t operator[](std::size_t i) const noexcept { return dims_[i]; }
   [[nodiscard]] constexpr std::int64_t& operator[](std::size_t i) noexcept { return dims_[i]; }
   [[nodiscard]] constexpr const std::int64_t* begin() const noexcept { return dims_.data(); }
   [[nodiscard]] constexpr const std::int64_t* end() const noexcept { return dims_.data() + rank_; }

@@ -26,12 +26,14 @@ struct tensor {
   [[nodiscard]] std::int64_t element_count() const noexcept { return shape.element_count(); }
 
   /// The typed elements (host memory only). `T`'s size must be the element size.
-  template <class T> [[nodiscard]] std::span<T> values() noexcept {
+  template <class T>
+  [[nodiscard]] std::span<T> values() noexcept {
     SERVEKIT_ASSERT(sizeof(T) == byte_size(type), "values<T>() with a T of the wrong size");
     SERVEKIT_ASSERT(data.size() % sizeof(T) == 0, "values<T>() on a ragged buffer");
     return {reinterpret_cast<T*>(data.bytes().data()), data.size() / sizeof(T)};
   }
-  template <class T> [[nodiscard]] std::span<const T> values() const noexcept {
+  template <class T>
+  [[nodiscard]] std::span<const T> values() const noexcept {
     SERVEKIT_ASSERT(sizeof(T) == byte_size(type), "values<T>() with a T of the wrong size");
     SERVEKIT_ASSERT(data.size() % sizeof(T) == 0, "values<T>() on a ragged buffer");
     return {reinterpret_cast<const T*>(data.bytes().data()), data.size() / sizeof(T)};

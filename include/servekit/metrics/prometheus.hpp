@@ -115,6 +115,12 @@ public:
     entries_.push_back({std::move(labels), stats});
   }
 
+  /// Adds one model version given as a number (model_options::version), written in decimal.
+  void add(std::string_view model, std::int64_t version, const statistics_snapshot& stats) {
+    const fmt::format_int text(version);
+    add(model, std::string_view(text.data(), text.size()), stats);
+  }
+
   /// Number of model versions added.
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
 
@@ -188,8 +194,7 @@ private:
   }
 
   template <class Value>
-  void counter(std::string& out, std::string_view name, std::string_view help,
-               Value value) const {
+  void counter(std::string& out, std::string_view name, std::string_view help, Value value) const {
     simple_family(out, name, "counter", help, std::move(value));
   }
 

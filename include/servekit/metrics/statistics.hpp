@@ -2,8 +2,8 @@
 /// \file
 /// Model statistics shaped like Triton's statistics extension, updated lock-free by the shells.
 
-#include <servekit/core/clock.hpp>
 #include <servekit/core/batch_close_reason.hpp>
+#include <servekit/core/clock.hpp>
 
 #include <array>
 #include <atomic>
@@ -74,7 +74,7 @@ struct statistics_snapshot {
   duration_stat compute_input;
   duration_stat compute_infer;
   duration_stat compute_output;
-  std::uint64_t pending_request_count = 0; ///< accepted, not yet started by a backend
+  std::uint64_t pending_request_count = 0;  ///< accepted, not yet started by a backend
   std::vector<batch_size_stat> batch_stats; ///< only sizes that executed, ascending
   std::array<std::uint64_t, batch_close_reason_count> close_reasons{};
   std::array<std::uint64_t, failure_reason_count> failures{};
@@ -108,13 +108,13 @@ public:
   /// Timing of one execution.
   struct execution {
     std::size_t instance = 0;
-    std::uint64_t batch_size = 0;     ///< elements executed
-    std::uint64_t requests = 0;       ///< requests in the batch
-    std::uint64_t ok_requests = 0;    ///< of which succeeded
-    std::uint64_t ok_elements = 0;    ///< elements of the requests that succeeded
-    std::uint64_t queue_ns = 0;       ///< summed over the successful requests
-    std::uint64_t request_ok_ns = 0;  ///< summed request durations, successful requests
-    std::uint64_t request_fail_ns = 0; ///< summed request durations, failed requests
+    std::uint64_t batch_size = 0;       ///< elements executed
+    std::uint64_t requests = 0;         ///< requests in the batch
+    std::uint64_t ok_requests = 0;      ///< of which succeeded
+    std::uint64_t ok_elements = 0;      ///< elements of the requests that succeeded
+    std::uint64_t queue_ns = 0;         ///< summed over the successful requests
+    std::uint64_t request_ok_ns = 0;    ///< summed request durations, successful requests
+    std::uint64_t request_fail_ns = 0;  ///< summed request durations, failed requests
     std::uint64_t compute_input_ns = 0; ///< of the batch (each request is charged this)
     std::uint64_t compute_infer_ns = 0;
     std::uint64_t compute_output_ns = 0;
@@ -143,7 +143,7 @@ public:
       add(fail_.count, failed);
       add(fail_.ns, e.request_fail_ns);
       add(failures_[static_cast<std::size_t>(e.backend_failed ? failure_reason::backend
-                                                               : failure_reason::other)],
+                                                              : failure_reason::other)],
           failed);
     }
     add(close_reasons_[static_cast<std::size_t>(e.reason)], 1);
@@ -185,7 +185,9 @@ public:
     const auto load = [](const std::atomic<std::uint64_t>& a) {
       return a.load(std::memory_order_relaxed);
     };
-    const auto load_d = [&](const atomic_duration& d) { return duration_stat{load(d.count), load(d.ns)}; };
+    const auto load_d = [&](const atomic_duration& d) {
+      return duration_stat{load(d.count), load(d.ns)};
+    };
     statistics_snapshot s;
     s.last_inference_ms = load(last_inference_ms_);
     s.inference_count = load(inference_count_);
@@ -200,8 +202,8 @@ public:
     for (std::size_t size = 1; size < batch_sizes_.size(); ++size) {
       const auto& b = batch_sizes_[size];
       if (load(b.compute_infer.count) != 0) {
-        s.batch_stats.push_back({size, load_d(b.compute_input), load_d(b.compute_infer),
-                                 load_d(b.compute_output)});
+        s.batch_stats.push_back(
+            {size, load_d(b.compute_input), load_d(b.compute_infer), load_d(b.compute_output)});
       }
     }
     for (std::size_t i = 0; i < batch_close_reason_count; ++i) {
@@ -212,8 +214,8 @@ public:
     }
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       const auto& in = instances_[i];
-      s.instances.push_back({instance_names_[i], load(in.execution_count),
-                             load(in.inference_count), load_d(in.compute_infer)});
+      s.instances.push_back({instance_names_[i], load(in.execution_count), load(in.inference_count),
+                             load_d(in.compute_infer)});
     }
     return s;
   }

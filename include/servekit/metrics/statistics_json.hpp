@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,8 +43,8 @@ namespace detail {
 [[nodiscard]] inline nlohmann::json to_statistics_json(std::string_view model,
                                                        std::string_view version,
                                                        const statistics_snapshot& stats) {
-  using nlohmann::json;
   using detail::duration_stat_json;
+  using nlohmann::json;
 
   const json zero = duration_stat_json(duration_stat{});
 
@@ -88,6 +89,13 @@ namespace detail {
   j["batch_close_reasons"] = std::move(close_reasons);
   j["instance_stats"] = std::move(instance_stats);
   return j;
+}
+
+/// to_statistics_json with the version given as a number (model_options::version), written as
+/// a decimal string as Triton does.
+[[nodiscard]] inline nlohmann::json to_statistics_json(std::string_view model, std::int64_t version,
+                                                       const statistics_snapshot& stats) {
+  return to_statistics_json(model, std::to_string(version), stats);
 }
 
 } // namespace servekit

@@ -18,14 +18,14 @@ struct queue_policy {
   servekit::timeout_action timeout_action = timeout_action::reject;
   /// Queue timeout measured from submit; 0 means none.
   std::uint64_t default_timeout_microseconds = 0;
-  /// If true, a request's own `timeout_us` may lower (never raise) the default.
+  /// If true, a request's own `timeout_us` may lower (never raise) a non-zero default.
   bool allow_timeout_override = false;
   /// Requests this level may hold (queued or delayed); 0 means unbounded.
   std::uint32_t max_queue_size = 0;
 
   /// Whether requests of this level can ever expire.
   [[nodiscard]] constexpr bool has_timeouts() const noexcept {
-    return default_timeout_microseconds != 0 || allow_timeout_override;
+    return default_timeout_microseconds != 0;
   }
   friend bool operator==(const queue_policy&, const queue_policy&) = default;
 };

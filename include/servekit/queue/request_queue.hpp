@@ -173,12 +173,13 @@ public:
     return static_cast<std::uint32_t>(priority - 1);
   }
 
-  /// The request's effective queue timeout under its level's policy (0: none).
+  /// The request's effective queue timeout under its level's policy (0: none). As in Triton's
+  /// PolicyQueue, a request's own timeout only ever lowers a non-zero default: with no default
+  /// timeout, request timeouts are ignored even when overriding is allowed.
   [[nodiscard]] std::uint64_t timeout_us(const request& r, std::uint32_t level) const noexcept {
     const queue_policy& p = levels_[level].policy;
     std::uint64_t timeout = p.default_timeout_microseconds;
-    if (p.allow_timeout_override && r.timeout_us != 0 &&
-        (timeout == 0 || r.timeout_us < timeout)) {
+    if (p.allow_timeout_override && r.timeout_us != 0 && r.timeout_us < timeout) {
       timeout = r.timeout_us;
     }
     return timeout;
@@ -230,7 +231,8 @@ public:
   /// Applies every timeout that expired at or before `now`: a REJECT request is removed and
   /// passed to `on_reject(pending_ptr)`; a DELAY request moves behind its level's unexpired
   /// requests and keeps no deadline.
-  template <class OnReject> void expire(time_point now, OnReject&& on_reject) {
+  template <class OnReject>
+  void expire(time_point now, OnReject&& on_reject) {
     while (!deadlines_.empty() && deadlines_.top()->deadline <= now) {
       pending_request* p = deadlines_.top();
       level_state& level = levels_[p->level];

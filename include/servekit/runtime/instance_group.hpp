@@ -19,7 +19,8 @@ struct instance_group_role {};
 /// Policy: run `Count` instances of the backend when the options list no instance_group (the
 /// options' `instance_group` entries, e.g. from a Triton config, take precedence). Each instance
 /// is its own backend object on its own thread, so instances execute concurrently.
-template <std::int32_t Count = 1> struct instance_group {
+template <std::int32_t Count = 1>
+struct instance_group {
   static_assert(Count >= 1, "servekit: instance_group<Count> needs Count >= 1");
   using policy_role = instance_group_role;
   static constexpr std::int32_t default_count = Count;
@@ -70,8 +71,8 @@ place_instances(const std::string& model_name, const std::vector<instance_group_
         }
       }
     } else {
-      const auto kind = group.kind == instance_group_kind::kind_model ? instance_kind::model
-                                                                      : instance_kind::cpu;
+      const auto kind =
+          group.kind == instance_group_kind::kind_model ? instance_kind::model : instance_kind::cpu;
       for (std::int32_t i = 0; i < group.count; ++i) {
         out.push_back({name + "_" + std::to_string(index++), kind, 0});
       }

@@ -45,16 +45,17 @@ enum class shutdown_mode : std::uint8_t {
 };
 
 namespace detail {
-template <class... Policies> consteval bool check_policies() {
+template <class... Policies>
+consteval bool check_policies() {
   static_assert((has_policy_role<Policies> && ...),
                 "servekit: every policy of model<Backend, Policies...> must name its role with a "
                 "nested `using policy_role = ...;` (e.g. servekit::dynamic_batcher<>, "
                 "servekit::instance_group<2>)");
-  static_assert(((plays_role<Policies, scheduler_role>() ||
-                  plays_role<Policies, instance_group_role>()) &&
-                 ...),
-                "servekit: model<Backend, Policies...> got a policy whose role it does not know "
-                "(known roles: scheduler_role, instance_group_role)");
+  static_assert(
+      ((plays_role<Policies, scheduler_role>() || plays_role<Policies, instance_group_role>()) &&
+       ...),
+      "servekit: model<Backend, Policies...> got a policy whose role it does not know "
+      "(known roles: scheduler_role, instance_group_role)");
   static_assert(role_count<scheduler_role, Policies...> <= 1,
                 "servekit: model<Backend, Policies...> got more than one scheduler policy");
   static_assert(role_count<instance_group_role, Policies...> <= 1,
@@ -78,7 +79,8 @@ template <class... Policies> consteval bool check_policies() {
 /// intake into the decision core, asks it for a batch, and executes the batch outside the lock.
 /// A timekeeper thread exists only when a queue policy has timeouts, so that a REJECT timeout
 /// fires at its deadline even while every instance is busy. No virtual call on this path.
-template <class Backend, class... Policies> class model {
+template <class Backend, class... Policies>
+class model {
   static_assert(check_backend<Backend>());
   static_assert(detail::check_policies<Policies...>());
 
@@ -97,12 +99,12 @@ public:
   /// Builds every instance (calling each backend's constructor on this thread) and starts
   /// their threads. Throws config_error for a bad configuration or a backend that throws.
   explicit model(model_options options = {}, test_hooks hooks = {})
-      : options_{std::move(options)},
-        config_{resolve_config<Backend>(options_, scheduler_policy::batches_requests, hooks)},
+      : options_{std::move(options)}, config_{resolve_config<Backend>(
+                                          options_, scheduler_policy::batches_requests, hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
-        core_{config_.scheduler},
-        placements_{place_instances(options_.name, options_.instance_group,
-                                    instance_group_policy::default_count)},
+        core_{config_.scheduler}, placements_{place_instances(
+                                      options_.name, options_.instance_group,
+                                      instance_group_policy::default_count)},
         stats_{static_cast<std::size_t>(std::max(config_.max_batch_size, 1)), instance_names()},
         preserve_ordering_{config_.scheduler.dynamic_batching.preserve_ordering} {
     setup_admission();
@@ -176,13 +178,17 @@ public:
   void cancel(cancellation_source& source) {
     source.cancel();
     early_exits exits;
+    bool took = false;
     {
       const std::lock_guard lock{core_mutex_};
-      take_intake();
+      took = take_intake();
       core_.collect_cancelled(exits);
       release_admissions(exits);
     }
     detail::answer_early_exits(exits, stats_, clock::now());
+    if (took) {
+      wake_idle_instance();
+    }
   }
 
   /// Stops accepting requests and stops the instance threads, explicitly choosing what happens
@@ -226,9 +232,7 @@ public:
   [[nodiscard]] const std::string& name() const noexcept { return options_.name; }
   [[nodiscard]] std::int32_t max_batch_size() const noexcept { return config_.max_batch_size; }
   [[nodiscard]] std::span<const tensor_config> inputs() const noexcept { return config_.inputs; }
-  [[nodiscard]] std::span<const tensor_config> outputs() const noexcept {
-    return config_.outputs;
-  }
+  [[nodiscard]] std::span<const tensor_config> outputs() const noexcept { return config_.outputs; }
   [[nodiscard]] std::size_t instance_count() const noexcept { return instances_.size(); }
 
 private:
@@ -342,8 +346,11 @@ private:
 
   // -- the core, under core_mutex_ ---------------------------------------------------------------
 
-  /// Moves everything submitted so far into the core. Caller holds core_mutex_.
-  void take_intake() {
+  /// Moves everything submitted so far into the core; true if it moved anything. Caller holds
+  /// core_mutex_. A thread that is not going to form a batch itself (the timekeeper, cancel)
+  /// must then call wake_idle_instance(): the submitter may have found no idle instance to wake.
+  bool take_intake() {
+    bool took = false;
     while (consumed_.load(std::memory_order_relaxed) !=
            submitted_.load(std::memory_order_seq_cst)) {
       pending_ptr p = intake_.pop();
@@ -353,11 +360,23 @@ private:
       }
       consumed_.store(consumed_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
       core_.enqueue(std::move(p));
+      took = true;
     }
+    if (took) {
+      core_generation_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    return took;
   }
 
+  /// Requests submitted but not yet moved into the core.
   [[nodiscard]] bool has_unseen_work() const noexcept {
     return consumed_.load(std::memory_order_seq_cst) != submitted_.load(std::memory_order_seq_cst);
+  }
+
+  void wake_idle_instance() noexcept {
+    if (idle_.load(std::memory_order_seq_cst) > 0) {
+      idle_spot_.wake_one();
+    }
   }
 
   void run_instance(std::size_t index) {
@@ -370,6 +389,7 @@ private:
       bool finished = false;
       bool more = false;
       std::uint64_t sequence = 0;
+      std::uint64_t generation = 0;
       time_point deadline = never;
       {
         const std::lock_guard lock{core_mutex_};
@@ -385,6 +405,7 @@ private:
           finished = state_.load(std::memory_order_acquire) != state::running &&
                      core_.size() == 0 && !has_unseen_work();
           deadline = core_.next_deadline();
+          generation = core_generation_.load(std::memory_order_relaxed);
         }
         release_admissions(exits);
       }
@@ -401,14 +422,19 @@ private:
       if (finished) {
         return;
       }
-      park(deadline);
+      park(deadline, generation);
     }
   }
 
-  void park(time_point deadline) {
+  /// Sleeps until `deadline`, unless work arrived since the core said "nothing to form" at
+  /// `generation`. Paired with the wakers' "publish work, then read idle_" (Dekker's pattern,
+  /// all sequentially consistent), so that either the waker sees this instance idle and wakes
+  /// it, or this instance sees the new work and does not sleep.
+  void park(time_point deadline, std::uint64_t generation) {
     idle_.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t seen = idle_spot_.epoch();
-    if (!has_unseen_work() && state_.load(std::memory_order_seq_cst) == state::running) {
+    if (!has_unseen_work() && core_generation_.load(std::memory_order_seq_cst) == generation &&
+        state_.load(std::memory_order_seq_cst) == state::running) {
       idle_spot_.wait(seen, deadline);
     }
     idle_.fetch_sub(1, std::memory_order_seq_cst);
@@ -419,12 +445,16 @@ private:
     early_exits exits;
     while (!timekeeper_stop_.load(std::memory_order_seq_cst)) {
       time_point next = never;
+      bool took = false;
       {
         const std::lock_guard lock{core_mutex_};
-        take_intake();
+        took = take_intake();
         core_.expire(clock::now(), exits);
         release_admissions(exits);
         next = core_.next_timeout();
+      }
+      if (took) {
+        wake_idle_instance();
       }
       if (!exits.empty()) {
         detail::answer_early_exits(exits, stats_, clock::now());
@@ -521,6 +551,7 @@ private:
   std::uint64_t next_sequence_ = 0; // guarded by core_mutex_
   alignas(64) std::atomic<std::uint64_t> submitted_{0};
   alignas(64) std::atomic<std::uint64_t> consumed_{0}; // written under core_mutex_
+  std::atomic<std::uint64_t> core_generation_{0};      // bumped under core_mutex_
   std::vector<bool> bounded_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> admitted_;
 

@@ -20,10 +20,10 @@ enum class instance_group_kind : std::uint8_t { kind_auto, kind_gpu, kind_cpu, k
 
 /// One entry of `instance_group`.
 struct instance_group_options {
-  std::string name;                  ///< default "<model>_<index of the group>"
+  std::string name; ///< default "<model>_<index of the group>"
   instance_group_kind kind = instance_group_kind::kind_auto;
-  std::int32_t count = 1;            ///< per listed GPU for GPU groups, else in total
-  std::vector<std::int32_t> gpus;    ///< devices for GPU groups
+  std::int32_t count = 1;         ///< per listed GPU for GPU groups, else in total
+  std::vector<std::int32_t> gpus; ///< devices for GPU groups
   friend bool operator==(const instance_group_options&, const instance_group_options&) = default;
 };
 

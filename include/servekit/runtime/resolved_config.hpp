@@ -76,8 +76,7 @@ inline void check_declared(const std::vector<tensor_config>& configured,
     if (!match->dims.admits(c.dims) && match->dims != c.dims) {
       throw config_error(config_error_code::bad_value, path + "/dims",
                          std::string{field} + " '" + c.name + "' has dims " + to_string(c.dims) +
-                             " in the config but the backend declares " +
-                             to_string(match->dims));
+                             " in the config but the backend declares " + to_string(match->dims));
     }
   }
 }

@@ -55,7 +55,8 @@ struct executed_batch {
 /// timeouts and cancellations are answered as the threaded shell answers them. A request that a
 /// full level refuses is answered at its arrival with `unavailable` "Exceeds maximum queue size"
 /// (the threaded model returns that status from submit instead).
-template <class SchedulerPolicy = dynamic_batcher<>> class simulated_shell {
+template <class SchedulerPolicy = dynamic_batcher<>>
+class simulated_shell {
 public:
   using core_type = typename SchedulerPolicy::core_type;
   static_assert(scheduler_core<core_type>);
@@ -107,8 +108,8 @@ private:
   struct event {
     time_point at;
     std::uint64_t order = 0;
-    pending_ptr arrival;               ///< an arriving request, or
-    cancellation_source cancellation;  ///< a cancellation
+    pending_ptr arrival;              ///< an arriving request, or
+    cancellation_source cancellation; ///< a cancellation
   };
   struct later {
     bool operator()(const event& a, const event& b) const noexcept {
@@ -129,8 +130,7 @@ private:
     for (const auto busy : busy_until_) {
       t = std::min(t, busy);
     }
-    const bool idle = std::find(busy_until_.begin(), busy_until_.end(), never) !=
-                      busy_until_.end();
+    const bool idle = std::find(busy_until_.begin(), busy_until_.end(), never) != busy_until_.end();
     // The batching delay matters only to an idle instance; timeouts always do.
     t = std::min(t, idle ? core_.next_deadline() : core_.next_timeout());
     return t;
@@ -168,8 +168,8 @@ private:
     p->level = core_.level_of(p->request);
     if (!core_.has_room(p->level)) {
       stats_.record_early_failure(failure_reason::rejected, 0);
-      detail::deliver(*p, response::failure(unavailable("Exceeds maximum queue size"),
-                                            p->request.id));
+      detail::deliver(*p,
+                      response::failure(unavailable("Exceeds maximum queue size"), p->request.id));
       return;
     }
     stats_.add_pending(1);

@@ -2,8 +2,8 @@
 /// \file
 /// What a decision core hands its shell: a batch to execute, and requests it finished early.
 
-#include <servekit/queue/pending_request.hpp>
 #include <servekit/core/batch_close_reason.hpp>
+#include <servekit/queue/pending_request.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -18,8 +18,7 @@ namespace servekit {
 /// scheduler it has a single queue without timeouts; cancellation and the hold hook apply.
 class default_scheduler_core {
 public:
-  explicit default_scheduler_core(const scheduler_settings& s)
-      : hold_until_{s.hold_until_queued} {}
+  explicit default_scheduler_core(const scheduler_settings& s) : hold_until_{s.hold_until_queued} {}
 
   [[nodiscard]] std::uint32_t level_of(const request&) const noexcept { return 0; }
   [[nodiscard]] std::uint32_t max_queue_size(std::uint32_t) const noexcept { return 0; }

@@ -35,14 +35,16 @@ concept batch_rule = std::default_initializable<R> && requires(R& rule, const re
 ///    would pass max_batch_size, or its variable dims differ from the first request's, or the
 ///    rule declines it. Remember the largest prefix that hits a preferred size, or else the
 ///    prefix just before the total would pass the largest preferred size.
-/// 3. If that prefix exists and the oldest request in the batch has waited less than
-///    max_queue_delay_microseconds: send it. Else, if the walk stopped early or reached the
-///    largest preferred size: send all. Else, if the delay expired (always, when it is 0): send
-///    all, ignoring preferred sizes. Else wait until the oldest request's delay expires.
+/// 3. If that prefix exists and the oldest request in the batch has not waited
+///    max_queue_delay_microseconds (a delay of 0 never expires): send it. Else, if the walk
+///    stopped early or reached the largest preferred size: send all. Else, if the delay expired,
+///    or is 0: send all, ignoring preferred sizes. Else wait until the oldest request's delay
+///    expires.
 ///
 /// Because batches form only when an instance asks, a batch keeps growing until an instance
 /// actually starts it (Triton grows its pending payload for the same effect).
-template <batch_rule Rule = accept_every_request> class dynamic_batch_core {
+template <batch_rule Rule = accept_every_request>
+class dynamic_batch_core {
 public:
   explicit dynamic_batch_core(const scheduler_settings& s)
       : queue_{s.dynamic_batching.priority}, compatibility_{s.compatibility},
@@ -69,9 +71,7 @@ public:
     const std::uint64_t timeout = queue_.timeout_us(r, queue_.level_of(r.priority));
     return timeout == 0 ? never : r.arrival + microseconds(timeout);
   }
-  [[nodiscard]] bool has_room(std::uint32_t level) const noexcept {
-    return queue_.has_room(level);
-  }
+  [[nodiscard]] bool has_room(std::uint32_t level) const noexcept { return queue_.has_room(level); }
   [[nodiscard]] const request_queue& queue() const noexcept { return queue_; }
   [[nodiscard]] std::size_t size() const noexcept { return queue_.size(); }
 
@@ -183,20 +183,24 @@ public:
       return false;
     }
 
-    const bool delay_expired = max_delay_ == duration::zero() || now - oldest >= max_delay_;
+    // As in Triton, a delay of 0 never "expires": preferred sizes still shape the batch.
+    const bool delay_expired = max_delay_ != duration::zero() && now - oldest >= max_delay_;
     std::size_t take = count;
     batch_close_reason reason;
     if (best_count != 0 && !delay_expired) {
+      // When the preferred prefix is everything the walk took, what stopped the walk (the
+      // next request would pass max_batch_size, or differs in shape) is the better answer.
+      reason = best_count == count && stopped ? stop_reason
+                                              : batch_close_reason::preferred_batch_size;
       take = best_count;
       total = best_total;
-      reason = batch_close_reason::preferred_batch_size;
     } else if (stopped) {
       reason = stop_reason;
     } else if (total >= max_preferred_) {
       reason = batch_close_reason::preferred_batch_size;
-    } else if (delay_expired) {
-      reason = max_delay_ == duration::zero() ? batch_close_reason::queue_drained
-                                              : batch_close_reason::queue_delay_expired;
+    } else if (delay_expired || max_delay_ == duration::zero()) {
+      reason = delay_expired ? batch_close_reason::queue_delay_expired
+                             : batch_close_reason::queue_drained;
     } else {
       wait_until_ = oldest + max_delay_;
       return false;
@@ -227,7 +231,8 @@ private:
 
 /// Policy: batch requests with Triton's dynamic batcher (configured by the model's
 /// `dynamic_batching` options). `Rule` adds a custom batch rule.
-template <batch_rule Rule = accept_every_request> struct dynamic_batcher {
+template <batch_rule Rule = accept_every_request>
+struct dynamic_batcher {
   using policy_role = scheduler_role;
   using core_type = dynamic_batch_core<Rule>;
   static constexpr bool batches_requests = true;

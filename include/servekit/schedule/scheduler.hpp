@@ -33,39 +33,38 @@ struct scheduler_settings {
 /// A pure decision core: owns the waiting requests and answers events with decisions, given the
 /// time. No threads, no clock reads, no responses: shells do those.
 template <class C>
-concept scheduler_core =
-    std::constructible_from<C, const scheduler_settings&> &&
+concept scheduler_core = std::constructible_from<C, const scheduler_settings&> &&
     requires(C& core, const C& ccore, pending_ptr p, time_point now, batch_plan& plan,
              early_exits& exits, const request& r) {
-      // Queries of the immutable configuration: safe from any thread, while another thread
-      // holds the core. The threaded shell uses them to admit requests without a lock.
-      /// Priority level index of a request.
-      { ccore.level_of(r) } -> std::same_as<std::uint32_t>;
-      /// A level's max_queue_size (0: unbounded).
-      { ccore.max_queue_size(std::uint32_t{}) } -> std::same_as<std::uint32_t>;
-      /// When a request submitted now would time out in the queue, or `never`.
-      { ccore.deadline_of(r) } -> std::same_as<time_point>;
+  // Queries of the immutable configuration: safe from any thread, while another thread
+  // holds the core. The threaded shell uses them to admit requests without a lock.
+  /// Priority level index of a request.
+  { ccore.level_of(r) } -> std::same_as<std::uint32_t>;
+  /// A level's max_queue_size (0: unbounded).
+  { ccore.max_queue_size(std::uint32_t{}) } -> std::same_as<std::uint32_t>;
+  /// When a request submitted now would time out in the queue, or `never`.
+  { ccore.deadline_of(r) } -> std::same_as<time_point>;
 
-      // Decisions: one thread at a time.
-      /// Whether a level can take one more request (max_queue_size).
-      { ccore.has_room(std::uint32_t{}) } -> std::same_as<bool>;
-      /// Takes ownership of an admitted request.
-      core.enqueue(std::move(p));
-      /// Called when an instance is free: true and a batch in `plan`, or false (wait).
-      { core.form_batch(now, plan, exits) } -> std::same_as<bool>;
-      /// Applies the timeouts due at `now`.
-      core.expire(now, exits);
-      /// Removes requests whose cancellation token fired.
-      core.collect_cancelled(exits);
-      /// Removes everything (a cancelling shutdown).
-      core.drain(exits);
-      /// From now on, batch without waiting (a draining shutdown): no delay, no hold.
-      core.flush();
-      /// When the shell must call back (batching delay or a timeout), or `never`.
-      { ccore.next_deadline() } -> std::same_as<time_point>;
-      /// The earliest queue timeout alone, or `never`.
-      { ccore.next_timeout() } -> std::same_as<time_point>;
-      { ccore.size() } -> std::same_as<std::size_t>;
-    };
+  // Decisions: one thread at a time.
+  /// Whether a level can take one more request (max_queue_size).
+  { ccore.has_room(std::uint32_t{}) } -> std::same_as<bool>;
+  /// Takes ownership of an admitted request.
+  core.enqueue(std::move(p));
+  /// Called when an instance is free: true and a batch in `plan`, or false (wait).
+  { core.form_batch(now, plan, exits) } -> std::same_as<bool>;
+  /// Applies the timeouts due at `now`.
+  core.expire(now, exits);
+  /// Removes requests whose cancellation token fired.
+  core.collect_cancelled(exits);
+  /// Removes everything (a cancelling shutdown).
+  core.drain(exits);
+  /// From now on, batch without waiting (a draining shutdown): no delay, no hold.
+  core.flush();
+  /// When the shell must call back (batching delay or a timeout), or `never`.
+  { ccore.next_deadline() } -> std::same_as<time_point>;
+  /// The earliest queue timeout alone, or `never`.
+  { ccore.next_timeout() } -> std::same_as<time_point>;
+  { ccore.size() } -> std::same_as<std::size_t>;
+};
 
 } // namespace servekit

@@ -1,0 +1,51 @@
+# servekit_dev_flags: warnings, -Werror and sanitizers for servekit's own tests, examples and
+# benchmarks. Link it PRIVATE next to servekit::servekit. It is never exported or installed, and
+# the exported servekit target carries no warning flags.
+#
+# Third-party headers (Boost, fmt, nlohmann_json, GoogleTest, Google Benchmark) come from imported
+# targets, whose include directories CMake passes as -isystem (or they live in /usr/include, an
+# implicit system directory), so their warnings never trip -Werror. servekit's own headers are
+# included with -I from its non-imported target, so they do get the warnings.
+
+add_library(servekit_dev_flags INTERFACE)
+
+set(_servekit_warnings
+    -Wall
+    -Wextra
+    -Wpedantic
+    -Wshadow
+    -Wconversion
+    -Wsign-conversion
+    -Wold-style-cast
+    -Wnon-virtual-dtor
+    -Woverloaded-virtual
+    -Werror)
+target_compile_options(
+  servekit_dev_flags
+  INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:${_servekit_warnings}>"
+            "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-fconcepts-diagnostics-depth=3>")
+unset(_servekit_warnings)
+
+# .cu files of tests/examples are C++20 too. CMake 3.25 knows no cuda_std_20 for nvcc, so pass the
+# flag itself there. (No warning flags for CUDA: nvcc would hand them to the host compiler unasked.)
+if(SERVEKIT_CUDA_ENABLED)
+  if("cuda_std_20" IN_LIST CMAKE_CUDA_COMPILE_FEATURES)
+    target_compile_features(servekit_dev_flags INTERFACE cuda_std_20)
+  else()
+    target_compile_options(servekit_dev_flags INTERFACE "$<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>")
+  endif()
+endif()
+
+if(SERVEKIT_SANITIZE)
+  if(NOT SERVEKIT_SANITIZE MATCHES "^(address,undefined|undefined,address|address|undefined|thread)$")
+    message(FATAL_ERROR
+            "SERVEKIT_SANITIZE must be empty, 'address,undefined' or 'thread' (got '${SERVEKIT_SANITIZE}')")
+  endif()
+  set(_servekit_sanitize_flags -fsanitize=${SERVEKIT_SANITIZE} -fno-omit-frame-pointer
+                               -fno-sanitize-recover=all)
+  target_compile_options(servekit_dev_flags
+                         INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:${_servekit_sanitize_flags}>")
+  target_link_options(servekit_dev_flags INTERFACE ${_servekit_sanitize_flags})
+  unset(_servekit_sanitize_flags)
+  message(STATUS "servekit: sanitizers on for tests/examples/bench: ${SERVEKIT_SANITIZE}")
+endif()

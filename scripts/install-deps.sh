@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages servekit needs to build and test. Idempotent: does nothing
+# (and needs no network or root) when they are all installed.
+set -euo pipefail
+
+packages=(
+  g++
+  cmake
+  ninja-build
+  libboost1.74-dev
+  libfmt-dev
+  nlohmann-json3-dev
+  libgtest-dev
+  libbenchmark-dev
+  clang-format
+  curl
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=(sudo)
+fi
+
+echo "install-deps: missing: ${missing[*]}"
+echo "install-deps: ${sudo[*]:+${sudo[*]} }apt-get update"
+"${sudo[@]}" apt-get update
+echo "install-deps: ${sudo[*]:+${sudo[*]} }apt-get install -y --no-install-recommends ${missing[*]}"
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
