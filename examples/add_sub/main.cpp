@@ -89,13 +89,16 @@ int main() {
     clients.emplace_back([&, t] {
       for (int i = 0; i < per_thread; ++i) {
         const float base = static_cast<float>(t * per_thread + i);
+        // The sink runs on an instance thread with the request's one final response.
         auto status = model.submit(make_request(base), [&, base](servekit::response&& r) {
-          if (!r.ok())
-            std::fprintf(stderr, "%s\n", r.status.message().c_str());
+          if (!r.ok()) {
+            std::fprintf(stderr, "failed: %s\n", r.status.message().c_str());
+          }
           const bool right = r.ok() && r.find_output("OUTPUT0")->values<float>()[0] == base + 1.0F;
           (right ? ok : failed).fetch_add(1);
           done.count_down();
         });
+        // A refused request (bad input, full queue) is answered here, not through the sink.
         if (!status.ok()) {
           std::fprintf(stderr, "rejected: %s\n", status.message().c_str());
           failed.fetch_add(1);

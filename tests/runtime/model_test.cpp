@@ -246,6 +246,7 @@ TEST_F(model_test, a_full_queue_level_refuses_at_submit) {
   const auto s = m.submit(make_request("q3"), c.sink());
   EXPECT_EQ(s.code(), servekit::status_code::unavailable);
   EXPECT_EQ(s.message(), "Exceeds maximum queue size");
+  EXPECT_EQ(m.statistics().failed_by(servekit::failure_reason::rejected), 1U);
   release.open();
   ASSERT_TRUE(c.wait_for(3));
   // Room again once the queue moved on.

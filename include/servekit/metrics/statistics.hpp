@@ -5,6 +5,7 @@
 #include <servekit/core/batch_close_reason.hpp>
 #include <servekit/core/clock.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace servekit {

@@ -137,6 +137,7 @@ public:
     }
     const std::uint32_t level = core_.level_of(r);
     if (bounded_[level] && !admit(level)) {
+      stats_.record_early_failure(failure_reason::rejected, 0);
       return unavailable("Exceeds maximum queue size");
     }
     r.arrival = clock::now();

@@ -190,8 +190,8 @@ public:
     if (best_count != 0 && !delay_expired) {
       // When the preferred prefix is everything the walk took, what stopped the walk (the
       // next request would pass max_batch_size, or differs in shape) is the better answer.
-      reason = best_count == count && stopped ? stop_reason
-                                              : batch_close_reason::preferred_batch_size;
+      reason =
+          best_count == count && stopped ? stop_reason : batch_close_reason::preferred_batch_size;
       take = best_count;
       total = best_total;
     } else if (stopped) {
