@@ -248,6 +248,24 @@ public:
     }
   }
 
+  /// Removes every request whose cancellation token fired, appending them to `out`.
+  void take_cancelled(std::vector<pending_ptr>& out) {
+    for (pending_request* p = first(); p != nullptr;) {
+      pending_request* next_in_walk = after(p);
+      if (p->request.cancellation.cancelled()) {
+        out.push_back(remove(p));
+      }
+      p = next_in_walk;
+    }
+  }
+
+  /// Removes every request, in walk order, appending them to `out`.
+  void take_all(std::vector<pending_ptr>& out) {
+    while (pending_request* p = first()) {
+      out.push_back(remove(p));
+    }
+  }
+
   /// The first request in walk order, or nullptr.
   [[nodiscard]] pending_request* first() const noexcept { return first_from(0, false); }
 

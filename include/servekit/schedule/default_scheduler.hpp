@@ -31,20 +31,8 @@ public:
     queue_.push(std::move(p));
   }
   void expire(time_point, early_exits&) noexcept {}
-  void collect_cancelled(early_exits& exits) {
-    for (pending_request* p = queue_.first(); p != nullptr;) {
-      pending_request* next = queue_.after(p);
-      if (p->request.cancellation.cancelled()) {
-        exits.cancelled.push_back(queue_.remove(p));
-      }
-      p = next;
-    }
-  }
-  void drain(early_exits& exits) {
-    while (pending_request* p = queue_.first()) {
-      exits.cancelled.push_back(queue_.remove(p));
-    }
-  }
+  void collect_cancelled(early_exits& exits) { queue_.take_cancelled(exits.cancelled); }
+  void drain(early_exits& exits) { queue_.take_all(exits.cancelled); }
   void flush() noexcept { hold_until_ = 0; }
   [[nodiscard]] time_point next_timeout() const noexcept { return never; }
   [[nodiscard]] time_point next_deadline() const noexcept { return never; }

@@ -84,21 +84,8 @@ public:
     queue_.expire(now, [&](pending_ptr p) { exits.timed_out.push_back(std::move(p)); });
   }
 
-  void collect_cancelled(early_exits& exits) {
-    for (pending_request* p = queue_.first(); p != nullptr;) {
-      pending_request* next = queue_.after(p);
-      if (p->request.cancellation.cancelled()) {
-        exits.cancelled.push_back(queue_.remove(p));
-      }
-      p = next;
-    }
-  }
-
-  void drain(early_exits& exits) {
-    while (pending_request* p = queue_.first()) {
-      exits.cancelled.push_back(queue_.remove(p));
-    }
-  }
+  void collect_cancelled(early_exits& exits) { queue_.take_cancelled(exits.cancelled); }
+  void drain(early_exits& exits) { queue_.take_all(exits.cancelled); }
 
   void flush() noexcept {
     max_delay_ = duration::zero();
