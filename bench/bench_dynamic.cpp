@@ -2,10 +2,12 @@
 // condition-variable ping-pong), a mutex + condition_variable batcher (bench/baseline/), and the
 // batching rules' theoretical capacity (simulated and threaded).
 //
-//     bench_dynamic [--json] [--seconds N] [--quick] [--only a,b,...]
+//     bench_dynamic [--json] [--seconds N] [--quick] [--placement os|same|split] [--only a,b,...]
 //
 // --seconds N   length of each throughput window (default 5; warm-up 1 s before each)
 // --quick       1 s windows and fewer samples (CI smoke)
+// --placement P where the measured threads run: os (default: where the kernel puts them), same
+//               (all on one CPU) or split (instance threads on one CPU, submitters on another)
 // --only LIST   run only these sections: pingpong, latency, throughput, throughput_2x256,
 //               baseline, sim, threaded (for profiling one of them)
 // --json        print every figure as one JSON object on the last line
@@ -27,6 +29,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +85,7 @@ struct identity_backend {
 struct sleep_probe {
   std::atomic<std::int64_t> executions{0};
   std::atomic<std::int64_t> overshoot_ns{0}; ///< woke this long after the deadline, summed
+  std::atomic<std::int64_t> busy_ns{0};      ///< inside execute, summed
   std::atomic<std::int64_t> gaps{0};
   std::atomic<std::int64_t> gap_ns{0}; ///< from one execute's return to the next's start, summed
 };
@@ -98,6 +104,13 @@ struct sleeping_backend {
   explicit sleeping_backend(const servekit::instance_context&) {}
 
   void execute(servekit::batch& b) {
+#if defined(__linux__)
+    // A backend that models a kernel's duration by sleeping wants its sleeps exact: Linux
+    // rounds a thread's timed sleeps up by its timer slack (50 us by default). execute always
+    // runs on this instance's own thread, so setting it once here is enough.
+    thread_local const bool precise_sleeps = ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0;
+    static_cast<void>(precise_sleeps);
+#endif
     const auto start = bench_clock::now();
     const auto deadline = start + fixed + per_element * b.batch_size();
     std::this_thread::sleep_until(deadline);
@@ -106,6 +119,7 @@ struct sleeping_backend {
     sleep_probe& p = the_sleep_probe;
     p.executions.fetch_add(1, std::memory_order_relaxed);
     p.overshoot_ns.fetch_add((woke - deadline).count(), std::memory_order_relaxed);
+    p.busy_ns.fetch_add((woke - start).count(), std::memory_order_relaxed);
     if (last_return_ != bench_clock::time_point{}) {
       p.gaps.fetch_add(1, std::memory_order_relaxed);
       p.gap_ns.fetch_add((start - last_return_).count(), std::memory_order_relaxed);
@@ -192,32 +206,68 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-/// The first CPU this process may run on.
-std::size_t first_allowed_cpu() {
+/// The CPUs this process may run on (all of them if the query fails).
+std::vector<std::size_t> allowed_cpus() {
+  std::vector<std::size_t> cpus;
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     for (std::size_t cpu = 0; cpu < std::size_t{CPU_SETSIZE}; ++cpu) {
       if (CPU_ISSET(cpu, &set)) {
-        return cpu;
+        cpus.push_back(cpu);
       }
     }
   }
-  return 0;
+  if (cpus.empty()) {
+    cpus.push_back(0);
+  }
+  return cpus;
 }
 
-bool pin_to(std::thread& t, std::size_t cpu) {
+/// Restricts `thread` to one CPU. Threads it creates afterwards inherit the restriction, which
+/// is how the runs below place a model's instance thread (created by the model's constructor).
+bool pin(pthread_t thread, std::size_t cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(t.native_handle(), sizeof(set), &set) == 0;
+  if (pthread_setaffinity_np(thread, sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "bench_dynamic: pthread_setaffinity_np(%zu) failed\n", cpu);
+    return false;
+  }
+  return true;
 }
+
+/// Where the measured threads run. `os`: wherever the kernel puts them (the default; on a
+/// small VM it usually keeps a waker and the thread it wakes on one CPU). `same`: every thread
+/// on one CPU. `split`: instance threads on one CPU, submitting threads on another.
+enum class placement : std::uint8_t { os, same, split };
+
+struct cpu_plan {
+  placement where = placement::os;
+  std::size_t first = 0;  ///< submitters (and everything, for `same`)
+  std::size_t second = 0; ///< instance threads, for `split`
+
+  /// Call on the main thread before building a model: its threads inherit this.
+  void before_instances() const {
+    if (where == placement::split) {
+      pin(pthread_self(), second);
+    }
+  }
+  /// Call on the main thread after building it: submitters (the main thread, and the threads it
+  /// starts) go here.
+  void before_submitters() const {
+    if (where == placement::split) {
+      pin(pthread_self(), first);
+    }
+  }
+};
 
 // -- pingpong: the floor for waking a sleeping thread --------------------------------------------
 
 /// Median one-way hand-off between two threads that sleep in the kernel until woken (mutex +
-/// condition_variable, no spinning), optionally both pinned to one CPU.
-double pingpong_us(int rounds, bool pinned) {
+/// condition_variable, no spinning): where the kernel puts them, both on CPU `a` (a == b), or on
+/// CPUs `a` and `b`.
+double pingpong_us(int rounds, std::optional<std::pair<std::size_t, std::size_t>> cpus) {
   std::mutex m;
   std::condition_variable to_pong;
   std::condition_variable to_ping;
@@ -270,11 +320,9 @@ double pingpong_us(int rounds, bool pinned) {
     }
     to_pong.notify_one();
   }};
-  if (pinned) {
-    const std::size_t cpu = first_allowed_cpu();
-    if (!pin_to(pong, cpu) || !pin_to(ping, cpu)) {
-      std::fprintf(stderr, "bench_dynamic: pthread_setaffinity_np failed\n");
-    }
+  if (cpus) {
+    pin(ping.native_handle(), cpus->first);
+    pin(pong.native_handle(), cpus->second);
   }
   go.store(true, std::memory_order_release);
   ping.join();
@@ -520,6 +568,7 @@ struct settings {
   bool json = false;
   bool quick = false;
   double seconds = 5.0;
+  placement where = placement::os;
   std::set<std::string, std::less<>> only;
 
   [[nodiscard]] bool runs(std::string_view section) const {
@@ -530,6 +579,7 @@ struct settings {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "bench_dynamic: %s\nusage: bench_dynamic [--json] [--seconds N] [--quick] "
+               "[--placement os|same|split] "
                "[--only pingpong,latency,throughput,throughput_2x256,baseline,sim,threaded]\n",
                why);
   std::exit(2);
@@ -544,6 +594,20 @@ settings parse(int argc, char** argv) {
       s.json = true;
     } else if (arg == "--quick") {
       s.quick = true;
+    } else if (arg == "--placement") {
+      if (i + 1 >= argc) {
+        usage("missing value");
+      }
+      const std::string_view value{argv[++i]};
+      if (value == "os") {
+        s.where = placement::os;
+      } else if (value == "same") {
+        s.where = placement::same;
+      } else if (value == "split") {
+        s.where = placement::split;
+      } else {
+        usage("--placement takes os, same or split");
+      }
     } else if (arg == "--seconds" || arg == "--only") {
       if (i + 1 >= argc) {
         usage("missing value");
@@ -629,6 +693,7 @@ int main(int argc, char** argv) {
       order.push_back(key);
     }
   };
+  const auto has = [&](std::string_view k) { return figures.find(k) != figures.end(); };
   std::uint64_t wrong = 0;
   const auto record_throughput = [&](const std::string& prefix, const std::string& suffix,
                                      std::string_view label, const throughput_result& t) {
@@ -644,20 +709,36 @@ int main(int argc, char** argv) {
 
   const unsigned cpus = std::thread::hardware_concurrency();
   const double load = load_average();
-  fmt::print("bench_dynamic: {} CPUs ({}), load average {:.2f}, {:.1f} s windows{}\n", cpus,
-             cpu_model(), load, cfg.seconds, cfg.quick ? ", quick" : "");
+  const std::vector<std::size_t> allowed = allowed_cpus();
+  const cpu_plan plan{cfg.where, allowed.front(),
+                      allowed.size() > 1 ? allowed[1] : allowed.front()};
+  constexpr std::string_view placement_names[] = {"os", "same", "split"};
+  const std::string_view placement_name = placement_names[static_cast<std::size_t>(cfg.where)];
+  fmt::print("bench_dynamic: {} CPUs ({}), load average {:.2f}, {:.1f} s windows{}, placement {}\n",
+             cpus, cpu_model(), load, cfg.seconds, cfg.quick ? ", quick" : "", placement_name);
 
   if (cfg.runs("pingpong")) {
-    put("pingpong_us", pingpong_us(pingpong_rounds, false));
-    put("pingpong_pinned_us", pingpong_us(pingpong_rounds, true));
-    fmt::print("pingpong (condition_variable, one way, median): {:.1f} us, pinned to one CPU "
-               "{:.1f} us\n",
-               figures["pingpong_us"], figures["pingpong_pinned_us"]);
+    put("pingpong_us", pingpong_us(pingpong_rounds, std::nullopt));
+    put("pingpong_pinned_us", pingpong_us(pingpong_rounds, std::pair{plan.first, plan.first}));
+    if (plan.second != plan.first) {
+      put("pingpong_cross_us", pingpong_us(pingpong_rounds, std::pair{plan.first, plan.second}));
+    }
+    fmt::print("pingpong (condition_variable, one way, median): {:.1f} us; pinned to one CPU "
+               "{:.1f} us; pinned to two CPUs {:.1f} us\n",
+               figures["pingpong_us"], figures["pingpong_pinned_us"],
+               has("pingpong_cross_us") ? figures["pingpong_cross_us"] : 0.0);
+  }
+
+  // The pingpong figures above ignore --placement; everything below follows it.
+  if (cfg.where == placement::same) {
+    pin(pthread_self(), plan.first); // every thread started from now on inherits it
   }
 
   if (cfg.runs("latency")) {
     one_response flag;
+    plan.before_instances();
     identity_model m{batching_options("identity_latency")};
+    plan.before_submitters();
     const latency_result l = measure_latency(flag, latency_samples, model_submitter(m));
     wrong += l.wrong;
     put("latency_p50_us", l.p50_us);
@@ -666,14 +747,18 @@ int main(int argc, char** argv) {
   }
 
   if (cfg.runs("throughput")) {
+    plan.before_instances();
     identity_model m{batching_options("identity")};
+    plan.before_submitters();
     const throughput_result t =
         measure_throughput(1, 64, warmup, length, model_submitter(m), model_counters(m));
     record_throughput("", "", "servekit throughput, 1 x 64 in flight", t);
   }
 
   if (cfg.runs("throughput_2x256")) {
+    plan.before_instances();
     identity_model m{batching_options("identity_2x256")};
+    plan.before_submitters();
     const throughput_result t =
         measure_throughput(2, 256, warmup, length, model_submitter(m), model_counters(m));
     record_throughput("", "_2x256", "servekit throughput, 2 x 128 in flight", t);
@@ -682,7 +767,9 @@ int main(int argc, char** argv) {
   if (cfg.runs("baseline")) {
     {
       one_response flag;
+      plan.before_instances();
       baseline_batcher b{static_cast<std::size_t>(max_batch)};
+      plan.before_submitters();
       const latency_result l = measure_latency(flag, latency_samples, baseline_submitter(b));
       wrong += l.wrong;
       put("baseline_latency_p50_us", l.p50_us);
@@ -691,7 +778,9 @@ int main(int argc, char** argv) {
                  l.p99_us);
     }
     {
+      plan.before_instances();
       baseline_batcher b{static_cast<std::size_t>(max_batch)};
+      plan.before_submitters();
       const throughput_result t =
           measure_throughput(1, 64, warmup, length, baseline_submitter(b), baseline_counters(b));
       record_throughput("baseline_", "", "baseline throughput, 1 x 64 in flight", t);
@@ -709,15 +798,17 @@ int main(int argc, char** argv) {
   }
 
   if (cfg.runs("threaded")) {
+    plan.before_instances();
     sleeping_model m{batching_options("sleeping")};
+    plan.before_submitters();
     struct probe_reading {
-      std::int64_t executions, overshoot_ns, gaps, gap_ns;
+      std::int64_t executions, overshoot_ns, busy_ns, gaps, gap_ns;
     };
     std::vector<probe_reading> readings; // at the start and at the end of the window
     const auto count = [&, stats = model_counters(m)] {
       const sleep_probe& p = the_sleep_probe;
-      readings.push_back(
-          {p.executions.load(), p.overshoot_ns.load(), p.gaps.load(), p.gap_ns.load()});
+      readings.push_back({p.executions.load(), p.overshoot_ns.load(), p.busy_ns.load(),
+                          p.gaps.load(), p.gap_ns.load()});
       return stats();
     };
     const throughput_result t =
@@ -735,19 +826,34 @@ int main(int argc, char** argv) {
     put("threaded_mean_batch", t.mean_batch);
     put("threaded_sleep_overshoot_us", overshoot_us);
     put("threaded_gap_us", gap_us);
+    // The share of the window the instance spent inside execute: what the shell controls. The
+    // rest of the shortfall is sleep_until waking late (the OS timer, not servekit).
+    const auto busy = static_cast<double>(z.busy_ns - a.busy_ns);
+    const auto idle = static_cast<double>(z.gap_ns - a.gap_ns);
+    const double busy_fraction = busy + idle == 0 ? 0.0 : busy / (busy + idle);
+    put("threaded_busy_fraction", busy_fraction);
     fmt::print("threaded 1000+20*b us (sleep_until), 256 in flight: {:.0f} requests/s of {:.0f}, "
                "efficiency {:.4f}, mean batch {:.2f}\n"
                "  per execution: sleep_until wakes {:.1f} us late; {:.1f} us from one execute's "
-               "return to the next's start\n",
-               t.rps, theoretical_rps, t.rps / theoretical_rps, t.mean_batch, overshoot_us, gap_us);
+               "return to the next's start (instance busy {:.2f}% of the time)\n",
+               t.rps, theoretical_rps, t.rps / theoretical_rps, t.mean_batch, overshoot_us, gap_us,
+               busy_fraction * 100.0);
   }
 
-  const auto has = [&](std::string_view k) { return figures.find(k) != figures.end(); };
   if (has("throughput_rps") && has("baseline_throughput_rps")) {
     put("throughput_ratio", figures["throughput_rps"] / figures["baseline_throughput_rps"]);
   }
   if (has("latency_p50_us") && has("pingpong_us")) {
     put("ratio_latency_to_pingpong", figures["latency_p50_us"] / figures["pingpong_us"]);
+    // Under `os` placement the kernel may put the pingpong pair on one CPU and the latency pair
+    // on two (or the reverse), and a cross-CPU wake-up on a VM costs several times a same-CPU
+    // one. With --placement same or split, compare like with like.
+    const char* matched = cfg.where == placement::same    ? "pingpong_pinned_us"
+                          : cfg.where == placement::split ? "pingpong_cross_us"
+                                                          : "pingpong_us";
+    if (has(matched)) {
+      put("ratio_latency_to_pingpong_matched", figures["latency_p50_us"] / figures[matched]);
+    }
   }
 
   // Goals.
@@ -773,6 +879,14 @@ int main(int argc, char** argv) {
                    has("ratio_latency_to_pingpong") ? figures["ratio_latency_to_pingpong"] : 0.0),
        when({"ratio_latency_to_pingpong"},
             [&] { return figures["ratio_latency_to_pingpong"] <= 3.0; }));
+  if (cfg.where != placement::os) {
+    goal(fmt::format("latency_p50_us <= 3 x the pingpong of the same placement (ratio {:.2f})",
+                     has("ratio_latency_to_pingpong_matched")
+                         ? figures["ratio_latency_to_pingpong_matched"]
+                         : 0.0),
+         when({"ratio_latency_to_pingpong_matched"},
+              [&] { return figures["ratio_latency_to_pingpong_matched"] <= 3.0; }));
+  }
   goal("throughput_rps >= 1,000,000",
        when({"throughput_rps"}, [&] { return figures["throughput_rps"] >= 1e6; }));
   goal(fmt::format("throughput_rps >= 2 x baseline (ratio {:.2f})",
@@ -789,9 +903,10 @@ int main(int argc, char** argv) {
     for (const auto& k : order) {
       json += fmt::format("\"{}\": {:.6g}, ", k, figures[k]);
     }
-    json += fmt::format("\"seconds\": {:.6g}, \"quick\": {}, \"nproc\": {}, \"load_average\": "
-                        "{:.2f}, \"wrong\": {}}}",
-                        cfg.seconds, cfg.quick ? "true" : "false", cpus, load, wrong);
+    json +=
+        fmt::format("\"seconds\": {:.6g}, \"quick\": {}, \"placement\": \"{}\", \"nproc\": {}, "
+                    "\"load_average\": {:.2f}, \"wrong\": {}}}",
+                    cfg.seconds, cfg.quick ? "true" : "false", placement_name, cpus, load, wrong);
     fmt::print("{}\n", json);
   }
   return wrong == 0 ? 0 : 1;

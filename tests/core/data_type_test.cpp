@@ -18,6 +18,13 @@ TEST(data_type, byte_sizes_match_triton) {
   EXPECT_EQ(servekit::byte_size(data_type::bytes), 0U);
 }
 
+TEST(data_type, byte_size_agrees_with_the_type_table) {
+  for (const auto& info : servekit::detail::data_type_table) {
+    EXPECT_EQ(servekit::byte_size(info.type), info.byte_size) << servekit::to_string(info.type);
+  }
+  EXPECT_EQ(servekit::byte_size(data_type::invalid), 0U);
+}
+
 TEST(data_type, names_round_trip_in_both_spellings) {
   for (const auto& info : servekit::detail::data_type_table) {
     EXPECT_EQ(servekit::parse_data_type(servekit::to_string(info.type)), info.type);

@@ -3,6 +3,7 @@
 /// buffer: owning bytes with a memory location (CPU, pinned CPU or a GPU).
 
 #include <servekit/core/assert.hpp>
+#include <servekit/core/detail/block_pool.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -32,16 +33,16 @@ struct memory_location {
   friend constexpr bool operator==(memory_location, memory_location) noexcept = default;
 };
 
-/// Owning, move-only bytes. CPU buffers come from the heap (64-byte aligned); pinned and device
-/// memory is adopted from an allocator (see servekit/cuda) with a release function called on
-/// destruction, once per buffer, off the scheduling path.
+/// Owning, move-only bytes. CPU buffers come from a lock-free block pool (small ones) or the heap,
+/// aligned for any scalar type; pinned and device memory is adopted from an allocator (see
+/// servekit/cuda) with a release function called on destruction, once per buffer.
 ///
 /// The bytes never move when the buffer does: a pointer into a tensor's data stays valid while
 /// the tensor travels through vectors, queues and batches (and while an async copy reads it).
 /// That is why there is no small-buffer optimisation here.
 class buffer {
 public:
-  static constexpr std::size_t heap_alignment = 64;
+  static constexpr std::size_t alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
   using release_fn = void (*)(void* context, std::byte* data, std::size_t size) noexcept;
 
   buffer() noexcept = default;
@@ -62,8 +63,8 @@ public:
     buffer b;
     b.size_ = size;
     if (size != 0) {
-      b.data_ = static_cast<std::byte*>(::operator new (size, std::align_val_t{heap_alignment}));
-      b.release_ = &release_heap;
+      b.data_ = static_cast<std::byte*>(detail::block_pool::allocate(size));
+      b.release_ = &release_pooled;
     }
     return b;
   }
@@ -115,8 +116,8 @@ public:
   }
 
 private:
-  static void release_heap(void*, std::byte* data, std::size_t) noexcept {
-    ::operator delete (data, std::align_val_t{heap_alignment});
+  static void release_pooled(void*, std::byte* data, std::size_t size) noexcept {
+    detail::block_pool::release(data, size);
   }
 
   void reset() noexcept {

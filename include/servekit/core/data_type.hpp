@@ -66,8 +66,29 @@ constexpr const data_type_info* find_info(data_type type) noexcept {
 
 /// Bytes per element; 0 for BYTES (variable-length) and for invalid.
 [[nodiscard]] constexpr std::size_t byte_size(data_type type) noexcept {
-  const auto* info = detail::find_info(type);
-  return info != nullptr ? info->byte_size : 0;
+  switch (type) {
+  case data_type::boolean:
+  case data_type::uint8:
+  case data_type::int8:
+    return 1;
+  case data_type::uint16:
+  case data_type::int16:
+  case data_type::fp16:
+  case data_type::bf16:
+    return 2;
+  case data_type::uint32:
+  case data_type::int32:
+  case data_type::fp32:
+    return 4;
+  case data_type::uint64:
+  case data_type::int64:
+  case data_type::fp64:
+    return 8;
+  case data_type::invalid:
+  case data_type::bytes:
+    return 0;
+  }
+  return 0;
 }
 
 /// The KServe v2 name ("FP32"); "INVALID" for data_type::invalid.

@@ -4,6 +4,7 @@
 /// the intake and the queues use (so moving a request between them allocates nothing).
 
 #include <servekit/core/clock.hpp>
+#include <servekit/core/detail/block_pool.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response_sink.hpp>
 
@@ -26,6 +27,9 @@ struct intake_link {
 /// queues and hand them back to the shell in batches; the shell sends the final response and
 /// frees the node.
 struct pending_request : detail::intake_link {
+  pending_request(servekit::request&& r, response_sink&& s) noexcept
+      : request{std::move(r)}, sink{std::move(s)} {}
+
   servekit::request request;
   response_sink sink;
   std::int64_t batch_elements = 1; ///< what the request counts toward a batch
@@ -42,15 +46,18 @@ struct pending_request : detail::intake_link {
   static constexpr std::size_t no_heap_index = std::numeric_limits<std::size_t>::max();
 };
 
+/// Returns a pending request's memory to the block pool (nodes are created on submitting
+/// threads and destroyed on instance threads).
+struct pending_deleter {
+  void operator()(pending_request* p) const noexcept { detail::pool_delete(p); }
+};
+
 /// Owning pointer to a pending request.
-using pending_ptr = std::unique_ptr<pending_request>;
+using pending_ptr = std::unique_ptr<pending_request, pending_deleter>;
 
 /// A fresh pending request for `r`, answered through `sink`.
 [[nodiscard]] inline pending_ptr make_pending(request&& r, response_sink&& sink) {
-  auto p = std::make_unique<pending_request>();
-  p->request = std::move(r);
-  p->sink = std::move(sink);
-  return p;
+  return pending_ptr{detail::pool_new<pending_request>(std::move(r), std::move(sink))};
 }
 
 } // namespace servekit

@@ -151,7 +151,7 @@ public:
       for (auto* list : {&level.waiting, &level.delayed}) {
         while (auto* p = list->front()) {
           list->erase(p);
-          delete p; // only reached if a shell broke its contract and never drained the queue
+          pending_deleter{}(p); // only if a shell broke its contract and never drained the queue
         }
       }
     }
