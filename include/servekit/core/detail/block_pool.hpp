@@ -71,7 +71,7 @@ public:
       return;
     }
 #endif
-    ::operator delete(p);
+    ::operator delete(p, size);
   }
 
 private:
