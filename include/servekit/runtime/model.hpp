@@ -1,49 +1,32 @@
 #pragma once
 /// \file
-/// model<Backend, Policies...>: the composition root, and the threaded shell that runs it.
+/// model<Backend, Policies...>: the composition root. It picks the policies, resolves the
+/// configuration, validates requests and keeps the statistics; runtime/threaded_shell.hpp runs it.
 
 #include <servekit/backend/backend.hpp>
-#include <servekit/backend/batch.hpp>
 #include <servekit/backend/request_validator.hpp>
-#include <servekit/core/config_error.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
-#include <servekit/queue/intake.hpp>
-#include <servekit/runtime/detail/cpu_relax.hpp>
-#include <servekit/runtime/detail/finish.hpp>
-#include <servekit/runtime/detail/ordered_completion.hpp>
-#include <servekit/runtime/detail/parking_spot.hpp>
 #include <servekit/runtime/detail/policy_pack.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
+#include <servekit/runtime/threaded_shell.hpp>
 #include <servekit/schedule/default_scheduler.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/scheduler.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <future>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 namespace servekit {
-
-/// How `shutdown` treats requests still queued.
-enum class shutdown_mode : std::uint8_t {
-  drain,  ///< execute everything already accepted, then stop
-  cancel, ///< answer every queued request with `cancelled`; batches already running finish
-};
 
 namespace detail {
 template <class... Policies>
@@ -75,11 +58,8 @@ consteval bool check_policies() {
 /// Policies (any order, each optional): a scheduler (`default_scheduler`, the default, or
 /// `dynamic_batcher<>`) and an `instance_group<N>`. Their numbers come from `model_options`.
 ///
-/// The threaded shell: submitters hand requests to a lock-free intake and wake an idle instance
-/// if there is one; each instance thread, when free, takes the scheduler's lock briefly, moves the
-/// intake into the decision core, asks it for a batch, and executes the batch outside the lock.
-/// A timekeeper thread exists only when a queue policy has timeouts, so that a REJECT timeout
-/// fires at its deadline even while every instance is busy. No virtual call on this path.
+/// The model checks its pieces at compile time, resolves its configuration, validates requests
+/// at submit and keeps the statistics; a `threaded_shell` runs the instances.
 template <class Backend, class... Policies>
 class model {
   static_assert(check_backend<Backend>());
@@ -103,21 +83,16 @@ public:
       : options_{std::move(options)}, config_{resolve_config<Backend>(
                                           options_, scheduler_policy::batches_requests, hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
-        core_{config_.scheduler}, placements_{place_instances(
-                                      options_.name, options_.instance_group,
-                                      instance_group_policy::default_count)},
+        placements_{place_instances(options_.name, options_.instance_group,
+                                    instance_group_policy::default_count)},
         stats_{static_cast<std::size_t>(std::max(config_.max_batch_size, 1)), instance_names()},
-        preserve_ordering_{config_.scheduler.dynamic_batching.preserve_ordering} {
-    setup_admission();
-    create_instances();
-    start_threads();
-  }
+        shell_{options_, config_, placements_, stats_} {}
 
   model(const model&) = delete;
   model& operator=(const model&) = delete;
 
   /// Drains (see `shutdown`) if it was not shut down explicitly.
-  ~model() { shutdown(shutdown_mode::drain); }
+  ~model() = default;
 
   /// Accepts `r` for execution, or says why not. Accepted requests get exactly one final
   /// response through `sink`, on an instance thread. A rejected request is not answered through
@@ -127,35 +102,11 @@ public:
     if (!sink) {
       return invalid_argument("submit to model '" + options_.name + "' needs a response sink");
     }
-    const submit_guard guard{submitters_};
-    if (state_.load(std::memory_order_acquire) != state::running) {
-      return unavailable("model '" + options_.name +
-                         "' is shutting down and accepts no new requests");
-    }
     std::int64_t elements = 1;
     if (auto s = validator_.validate(r, elements); !s.ok()) {
       return s;
     }
-    const std::uint32_t level = core_.level_of(r);
-    if (bounded_[level] && !admit(level)) {
-      stats_.record_early_failure(failure_reason::rejected, 0);
-      return unavailable("Exceeds maximum queue size");
-    }
-    r.arrival = clock::now();
-    const time_point deadline = timekeeper_ ? core_.deadline_of(r) : never;
-    pending_ptr p = make_pending(std::move(r), std::move(sink));
-    p->batch_elements = elements;
-    p->level = level;
-    p->ticket = submitted_.fetch_add(1, std::memory_order_seq_cst);
-    stats_.add_pending(1);
-    intake_.push(std::move(p));
-    if (idle_.load(std::memory_order_seq_cst) > 0) {
-      idle_spot_.wake_one();
-    }
-    if (deadline < time_point{duration{timekeeper_target_.load(std::memory_order_seq_cst)}}) {
-      timekeeper_spot_.wake_one();
-    }
-    return {};
+    return shell_.submit(std::move(r), std::move(sink), elements);
   }
 
   /// The same, as a future. A rejected request's future holds the failed response.
@@ -177,57 +128,11 @@ public:
 
   /// Cancels the requests whose tokens come from `source`. Queued ones are answered with
   /// `cancelled` before this returns; one already executing finishes normally.
-  void cancel(cancellation_source& source) {
-    source.cancel();
-    early_exits exits;
-    bool took = false;
-    {
-      const std::lock_guard lock{core_mutex_};
-      took = take_intake();
-      core_.collect_cancelled(exits);
-      release_admissions(exits);
-    }
-    detail::answer_early_exits(exits, stats_, clock::now());
-    if (took) {
-      wake_idle_instance();
-    }
-  }
+  void cancel(cancellation_source& source) { shell_.cancel(source); }
 
   /// Stops accepting requests and stops the instance threads, explicitly choosing what happens
   /// to queued requests. Idempotent; returns when every instance thread has finished.
-  void shutdown(shutdown_mode mode) {
-    state expected = state::running;
-    const state next = mode == shutdown_mode::drain ? state::draining : state::cancelling;
-    if (state_.compare_exchange_strong(expected, next, std::memory_order_acq_rel)) {
-      while (submitters_.load(std::memory_order_acquire) != 0) {
-        std::this_thread::yield(); // a submit that passed the state check finishes its push
-      }
-      early_exits exits;
-      {
-        const std::lock_guard lock{core_mutex_};
-        take_intake();
-        if (mode == shutdown_mode::cancel) {
-          core_.drain(exits);
-          release_admissions(exits);
-        } else {
-          core_.flush();
-        }
-      }
-      detail::answer_early_exits(exits, stats_, clock::now());
-      idle_spot_.wake_all();
-    }
-    const std::lock_guard join_lock{join_mutex_};
-    for (auto& in : instances_) {
-      if (in->thread.joinable()) {
-        in->thread.join();
-      }
-    }
-    if (timekeeper_thread_.joinable()) {
-      timekeeper_stop_.store(true, std::memory_order_seq_cst);
-      timekeeper_spot_.wake_all();
-      timekeeper_thread_.join();
-    }
-  }
+  void shutdown(shutdown_mode mode) { shell_.shutdown(mode); }
 
   [[nodiscard]] statistics_snapshot statistics() const { return stats_.snapshot(); }
   [[nodiscard]] const model_options& options() const noexcept { return options_; }
@@ -235,32 +140,9 @@ public:
   [[nodiscard]] std::int32_t max_batch_size() const noexcept { return config_.max_batch_size; }
   [[nodiscard]] std::span<const tensor_config> inputs() const noexcept { return config_.inputs; }
   [[nodiscard]] std::span<const tensor_config> outputs() const noexcept { return config_.outputs; }
-  [[nodiscard]] std::size_t instance_count() const noexcept { return instances_.size(); }
+  [[nodiscard]] std::size_t instance_count() const noexcept { return shell_.instance_count(); }
 
 private:
-  enum class state : std::uint8_t { running, draining, cancelling };
-
-  /// How long an instance that ran out of work watches for more before it sleeps.
-  static constexpr duration spin_before_sleep = std::chrono::microseconds{20};
-
-  struct instance {
-    instance_placement placement;
-    instance_context context;
-    std::optional<Backend> backend;
-    std::thread thread;
-  };
-
-  /// Counts submits in progress so that shutdown can wait for them to finish their push.
-  struct submit_guard {
-    explicit submit_guard(std::atomic<int>& n) noexcept : count{n} {
-      count.fetch_add(1, std::memory_order_seq_cst);
-    }
-    ~submit_guard() { count.fetch_sub(1, std::memory_order_release); }
-    submit_guard(const submit_guard&) = delete;
-    submit_guard& operator=(const submit_guard&) = delete;
-    std::atomic<int>& count;
-  };
-
   [[nodiscard]] std::vector<std::string> instance_names() const {
     std::vector<std::string> names;
     for (const auto& p : placements_) {
@@ -269,341 +151,12 @@ private:
     return names;
   }
 
-  // -- admission: max_queue_size without taking the core's lock -------------------------------
-
-  void setup_admission() {
-    bool timeouts = false;
-    const auto& priority = config_.scheduler.dynamic_batching.priority;
-    const std::size_t levels = priority.priority_levels == 0 ? 1 : priority.priority_levels;
-    bounded_.assign(levels, false);
-    admitted_ = std::make_unique<std::atomic<std::uint32_t>[]>(levels);
-    for (std::uint32_t level = 0; level < levels; ++level) {
-      bounded_[level] = core_.max_queue_size(level) != 0;
-    }
-    if constexpr (scheduler_policy::batches_requests) {
-      timeouts = priority.default_queue_policy.has_timeouts();
-      for (const auto& [level, policy] : priority.priority_queue_policy) {
-        timeouts = timeouts || policy.has_timeouts();
-      }
-    }
-    timekeeper_ = timeouts;
-  }
-
-  bool admit(std::uint32_t level) noexcept {
-    const std::uint32_t max = core_.max_queue_size(level);
-    if (admitted_[level].fetch_add(1, std::memory_order_relaxed) >= max) {
-      admitted_[level].fetch_sub(1, std::memory_order_relaxed);
-      return false;
-    }
-    return true;
-  }
-
-  void release_admission(const pending_request& p) noexcept {
-    if (bounded_[p.level]) {
-      admitted_[p.level].fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
-  void release_admissions(const early_exits& exits) noexcept {
-    for (const auto& p : exits.timed_out) {
-      release_admission(*p);
-    }
-    for (const auto& p : exits.cancelled) {
-      release_admission(*p);
-    }
-  }
-
-  // -- instances ---------------------------------------------------------------------------------
-
-  void create_instances() {
-    instances_.reserve(placements_.size());
-    for (std::size_t i = 0; i < placements_.size(); ++i) {
-      auto in = std::make_unique<instance>();
-      in->placement = placements_[i];
-      in->context.model_name = options_.name;
-      in->context.model_version = options_.version;
-      in->context.instance_name = in->placement.name;
-      in->context.instance_index = i;
-      in->context.kind = in->placement.kind;
-      in->context.device_id = in->placement.device_id;
-      in->context.max_batch_size = config_.max_batch_size;
-      in->context.inputs = config_.inputs;
-      in->context.outputs = config_.outputs;
-      in->context.parameters = &options_.parameters;
-      try {
-        in->backend.emplace(std::as_const(in->context));
-      } catch (const std::exception& e) {
-        throw config_error(config_error_code::backend_error, "/instance_group",
-                           "instance '" + in->placement.name + "' of model '" + options_.name +
-                               "' failed to initialize: " + e.what());
-      }
-      instances_.push_back(std::move(in));
-    }
-  }
-
-  void start_threads() {
-    for (std::size_t i = 0; i < instances_.size(); ++i) {
-      instances_[i]->thread = std::thread{[this, i] { run_instance(i); }};
-    }
-    if (timekeeper_) {
-      timekeeper_thread_ = std::thread{[this] { run_timekeeper(); }};
-    }
-  }
-
-  // -- the core, under core_mutex_ ---------------------------------------------------------------
-
-  /// Moves everything submitted so far into the core; true if it moved anything. Caller holds
-  /// core_mutex_. A thread that is not going to form a batch itself (the timekeeper, cancel)
-  /// must then call wake_idle_instance(): the submitter may have found no idle instance to wake.
-  bool take_intake() {
-    bool took = false;
-    while (consumed_.load(std::memory_order_relaxed) !=
-           submitted_.load(std::memory_order_seq_cst)) {
-      pending_ptr p = intake_.pop();
-      if (!p) {
-        std::this_thread::yield(); // a producer is between its two steps; it is about to link
-        continue;
-      }
-      consumed_.store(consumed_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
-      core_.enqueue(std::move(p));
-      took = true;
-    }
-    if (took) {
-      core_generation_.fetch_add(1, std::memory_order_seq_cst);
-    }
-    return took;
-  }
-
-  /// Requests submitted but not yet moved into the core.
-  [[nodiscard]] bool has_unseen_work() const noexcept {
-    return consumed_.load(std::memory_order_seq_cst) != submitted_.load(std::memory_order_seq_cst);
-  }
-
-  void wake_idle_instance() noexcept {
-    if (idle_.load(std::memory_order_seq_cst) > 0) {
-      idle_spot_.wake_one();
-    }
-  }
-
-  void run_instance(std::size_t index) {
-    instance& self = *instances_[index];
-    batch_plan plan;
-    early_exits exits;
-    batch b;
-    for (;;) {
-      bool formed = false;
-      bool finished = false;
-      bool more = false;
-      std::uint64_t sequence = 0;
-      std::uint64_t generation = 0;
-      time_point deadline = never;
-      {
-        const std::lock_guard lock{core_mutex_};
-        take_intake();
-        formed = core_.form_batch(clock::now(), plan, exits);
-        if (formed) {
-          sequence = next_sequence_++;
-          for (const auto& p : plan.requests) {
-            release_admission(*p);
-          }
-          more = core_.size() != 0;
-        } else {
-          finished = state_.load(std::memory_order_acquire) != state::running &&
-                     core_.size() == 0 && !has_unseen_work();
-          deadline = core_.next_deadline();
-          generation = core_generation_.load(std::memory_order_relaxed);
-        }
-        release_admissions(exits);
-      }
-      if (!exits.empty()) {
-        detail::answer_early_exits(exits, stats_, clock::now());
-      }
-      if (formed) {
-        if (more && idle_.load(std::memory_order_seq_cst) > 0) {
-          idle_spot_.wake_one(); // another instance can start the rest
-        }
-        execute(self, plan, b, sequence);
-        continue;
-      }
-      if (finished) {
-        return;
-      }
-      if (!spin_for_work(deadline, generation)) {
-        park(deadline, generation);
-      }
-    }
-  }
-
-  /// Before sleeping, watches for new work for a few microseconds. Under load the next request
-  /// usually arrives within that window, and an instance that has not gone to sleep costs its
-  /// submitter no futex wake (a system call) and itself no context switch. Spinning instances
-  /// are not counted in idle_, so submitters do not try to wake them.
-  [[nodiscard]] bool spin_for_work(time_point deadline, std::uint64_t generation) const noexcept {
-    const time_point until = std::min(clock::now() + spin_before_sleep, deadline);
-    for (unsigned i = 1;; ++i) {
-      if (has_unseen_work() || core_generation_.load(std::memory_order_relaxed) != generation ||
-          state_.load(std::memory_order_relaxed) != state::running) {
-        return true;
-      }
-      // Pause first; then yield, so that a submitter sharing this CPU gets to run.
-      if (i < 32) {
-        detail::cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
-      if (i % 8 == 0 && clock::now() >= until) {
-        return false;
-      }
-    }
-  }
-
-  /// Sleeps until `deadline`, unless work arrived since the core said "nothing to form" at
-  /// `generation`. Paired with the wakers' "publish work, then read idle_" (Dekker's pattern,
-  /// all sequentially consistent), so that either the waker sees this instance idle and wakes
-  /// it, or this instance sees the new work and does not sleep.
-  void park(time_point deadline, std::uint64_t generation) {
-    idle_.fetch_add(1, std::memory_order_seq_cst);
-    const std::uint32_t seen = idle_spot_.epoch();
-    if (!has_unseen_work() && core_generation_.load(std::memory_order_seq_cst) == generation &&
-        state_.load(std::memory_order_seq_cst) == state::running) {
-      idle_spot_.wait(seen, deadline);
-    }
-    idle_.fetch_sub(1, std::memory_order_seq_cst);
-  }
-
-  /// Applies REJECT timeouts at their deadlines, even while every instance is busy.
-  void run_timekeeper() {
-    early_exits exits;
-    while (!timekeeper_stop_.load(std::memory_order_seq_cst)) {
-      time_point next = never;
-      bool took = false;
-      {
-        const std::lock_guard lock{core_mutex_};
-        took = take_intake();
-        core_.expire(clock::now(), exits);
-        release_admissions(exits);
-        next = core_.next_timeout();
-      }
-      if (took) {
-        wake_idle_instance();
-      }
-      if (!exits.empty()) {
-        detail::answer_early_exits(exits, stats_, clock::now());
-      }
-      const std::uint32_t seen = timekeeper_spot_.epoch();
-      timekeeper_target_.store(next.time_since_epoch().count(), std::memory_order_seq_cst);
-      if (timekeeper_stop_.load(std::memory_order_seq_cst) || has_unseen_work()) {
-        continue; // a request with an earlier deadline may sit in the intake
-      }
-      timekeeper_spot_.wait(seen, next);
-    }
-  }
-
-  // -- execution ---------------------------------------------------------------------------------
-
-  void execute(instance& self, batch_plan& plan, batch& b, std::uint64_t sequence) {
-    const std::size_t n = plan.requests.size();
-    b.clear();
-    b.bind(self.context, traits::decoupled);
-    for (const auto& p : plan.requests) {
-      b.add(p->request, p->batch_elements, p->sink);
-    }
-    stats_.add_pending(-static_cast<std::int64_t>(n));
-
-    const time_point start = clock::now();
-    std::string failure;
-    bool threw = false;
-    try {
-      self.backend->execute(b);
-    } catch (const std::exception& e) {
-      threw = true;
-      failure = e.what();
-    } catch (...) {
-      threw = true;
-      failure = "unknown exception";
-    }
-    const time_point end = clock::now();
-
-    model_statistics::execution e;
-    e.instance = self.context.instance_index;
-    e.batch_size = static_cast<std::uint64_t>(plan.elements);
-    e.requests = n;
-    e.reason = plan.reason;
-    e.backend_failed = true;
-    const time_point input_end =
-        b.compute_input_end() == time_point{} ? start : b.compute_input_end();
-    const time_point output_start =
-        b.compute_output_start() == time_point{} ? end : b.compute_output_start();
-    e.compute_input_ns = elapsed_ns(start, input_end);
-    e.compute_infer_ns = elapsed_ns(input_end, output_start);
-    e.compute_output_ns = elapsed_ns(output_start, end);
-
-    for (std::size_t i = 0; i < n; ++i) {
-      pending_request& p = *plan.requests[i];
-      response& r = b.response(i);
-      if (threw) {
-        r = response::failure(internal_error("backend of model '" + options_.name +
-                                             "' failed in instance '" + self.placement.name +
-                                             "': " + failure));
-      }
-      detail::finish_response(p.request, r);
-      const std::uint64_t duration_ns = elapsed_ns(p.request.arrival, end);
-      if (r.ok()) {
-        ++e.ok_requests;
-        e.ok_elements += static_cast<std::uint64_t>(p.batch_elements);
-        e.queue_ns += elapsed_ns(p.request.arrival, start);
-        e.request_ok_ns += duration_ns;
-      } else {
-        e.request_fail_ns += duration_ns;
-      }
-    }
-    stats_.record_execution(e);
-
-    if (preserve_ordering_) {
-      ordering_.complete(sequence, plan, b);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) {
-        detail::deliver(*plan.requests[i], std::move(b.response(i)));
-      }
-    }
-    b.clear();
-    plan.clear();
-  }
-
-  // Configuration (immutable after construction).
   model_options options_;
   resolved_config config_;
   request_validator validator_;
-
-  // The decision core and what feeds it.
-  std::mutex core_mutex_;
-  core_type core_;
-  intake intake_;
-  std::uint64_t next_sequence_ = 0; // guarded by core_mutex_
-  alignas(64) std::atomic<std::uint64_t> submitted_{0};
-  alignas(64) std::atomic<std::uint64_t> consumed_{0}; // written under core_mutex_
-  std::atomic<std::uint64_t> core_generation_{0};      // bumped under core_mutex_
-  std::vector<bool> bounded_;
-  std::unique_ptr<std::atomic<std::uint32_t>[]> admitted_;
-
-  // Sleeping and waking.
-  alignas(64) std::atomic<int> idle_{0};
-  detail::parking_spot idle_spot_;
-  bool timekeeper_ = false;
-  detail::parking_spot timekeeper_spot_;
-  std::atomic<duration::rep> timekeeper_target_{never.time_since_epoch().count()};
-  std::atomic<bool> timekeeper_stop_{false};
-
-  // Lifecycle.
-  std::atomic<state> state_{state::running};
-  std::atomic<int> submitters_{0};
-  std::mutex join_mutex_;
-
   std::vector<instance_placement> placements_;
   model_statistics stats_;
-  bool preserve_ordering_ = false;
-  detail::ordered_completion ordering_;
-  std::vector<std::unique_ptr<instance>> instances_;
-  std::thread timekeeper_thread_;
+  threaded_shell<Backend, core_type> shell_; // last: destroyed, and so drained, first
 };
 
 } // namespace servekit
