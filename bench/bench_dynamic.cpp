@@ -349,13 +349,17 @@ struct one_response {
 
 /// `Submit(request&&, response_sink) -> status`. `flag` must outlive whatever runs the sinks.
 template <class Submit>
-latency_result measure_latency(one_response& flag, int samples, Submit&& submit) {
+latency_result measure_latency(one_response& flag, int samples, Submit&& submit,
+                               std::chrono::microseconds pause = {}) {
   std::vector<double> us;
   us.reserve(static_cast<std::size_t>(samples));
   latency_result out;
   const int warmup = samples / 10;
   for (int i = 0; i < warmup + samples; ++i) {
     const float seed = seed_of(static_cast<std::uint64_t>(i));
+    if (pause != std::chrono::microseconds{}) {
+      std::this_thread::sleep_for(pause); // long enough for an idle instance to go to sleep
+    }
     const auto t0 = bench_clock::now();
     {
       const std::lock_guard lock{flag.m};
@@ -744,6 +748,15 @@ int main(int argc, char** argv) {
     put("latency_p50_us", l.p50_us);
     put("latency_p99_us", l.p99_us);
     fmt::print("servekit latency, 1 in flight: p50 {:.1f} us, p99 {:.1f} us\n", l.p50_us, l.p99_us);
+    // The same with 200 us between requests: each one finds the instance asleep (it watches
+    // for work for 20 us only), so this is the cost of waking it.
+    const latency_result cold =
+        measure_latency(flag, latency_samples / 10, model_submitter(m), 200us);
+    wrong += cold.wrong;
+    put("latency_cold_p50_us", cold.p50_us);
+    put("latency_cold_p99_us", cold.p99_us);
+    fmt::print("servekit latency, 1 in flight, instance asleep: p50 {:.1f} us, p99 {:.1f} us\n",
+               cold.p50_us, cold.p99_us);
   }
 
   if (cfg.runs("throughput")) {
