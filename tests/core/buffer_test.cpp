@@ -21,7 +21,7 @@ TEST(buffer, moving_keeps_the_bytes_where_they_are) {
 }
 
 TEST(buffer, tensor_data_stays_valid_when_a_vector_of_outputs_grows) {
-  std::vector<servekit::tensor> outputs;
+  servekit::tensor_list outputs;
   auto& first = outputs.emplace_back(
       servekit::make_tensor("A", servekit::data_type::fp32, servekit::shape{4}));
   float* p = first.values<float>().data();

@@ -58,7 +58,7 @@ private:
 /// request parameters `priority`, `timeout`, `sequence_id`, `sequence_start`, `sequence_end`).
 struct request {
   std::string id;                             ///< echoed on the response
-  std::vector<tensor> inputs;                 ///< with the batch dim when the model batches
+  tensor_list inputs;                         ///< with the batch dim when the model batches
   std::vector<std::string> requested_outputs; ///< empty: every output
   std::uint64_t priority = 0;   ///< 1 is highest; 0 (or > levels) means the default level
   std::uint64_t timeout_us = 0; ///< queue timeout; 0 means the queue policy's default

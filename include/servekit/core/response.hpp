@@ -15,7 +15,7 @@ namespace servekit {
 struct response {
   servekit::status status; ///< ok, or why the request failed (then `outputs` is empty)
   std::string id;          ///< the request's id
-  std::vector<tensor> outputs;
+  tensor_list outputs;
   bool final = true; ///< false only on the partial responses of decoupled models
 
   [[nodiscard]] bool ok() const noexcept { return status.ok(); }

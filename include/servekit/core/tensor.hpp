@@ -5,6 +5,7 @@
 #include <servekit/core/assert.hpp>
 #include <servekit/core/buffer.hpp>
 #include <servekit/core/data_type.hpp>
+#include <servekit/core/detail/block_pool.hpp>
 #include <servekit/core/shape.hpp>
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace servekit {
 
@@ -39,6 +41,11 @@ struct tensor {
     return {reinterpret_cast<const T*>(data.bytes().data()), data.size() / sizeof(T)};
   }
 };
+
+/// The tensors of a request or a response. Its memory comes from servekit's block pool: a
+/// request is built on one thread and destroyed on another, which the system allocator handles
+/// poorly (see docs/benchmarks.md).
+using tensor_list = std::vector<tensor, detail::pool_allocator<tensor>>;
 
 /// A CPU tensor of fixed-size elements with uninitialised contents sized from `s`.
 [[nodiscard]] inline tensor make_tensor(std::string name, data_type type, const shape& s) {

@@ -194,4 +194,23 @@ void pool_delete(T* p) noexcept {
   }
 }
 
+/// A standard allocator over block_pool, for the containers a request carries from the thread
+/// that builds it to the thread that destroys it.
+template <class T>
+struct pool_allocator {
+  using value_type = T;
+  pool_allocator() noexcept = default;
+  template <class U>
+  pool_allocator(const pool_allocator<U>&) noexcept {} // NOLINT: implicit, for rebinding
+  [[nodiscard]] T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    return static_cast<T*>(block_pool::allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { block_pool::release(p, n * sizeof(T)); }
+  template <class U>
+  friend bool operator==(const pool_allocator&, const pool_allocator<U>&) noexcept {
+    return true;
+  }
+};
+
 } // namespace servekit::detail
