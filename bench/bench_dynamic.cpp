@@ -759,22 +759,22 @@ int main(int argc, char** argv) {
                cold.p50_us, cold.p99_us);
   }
 
+  // servekit under `clients` submitting threads keeping `in_flight` requests in flight.
+  const auto servekit_throughput = [&](const char* model_name, int clients, int in_flight,
+                                       const char* suffix, const char* label) {
+    plan.before_instances();
+    identity_model m{batching_options(model_name)};
+    plan.before_submitters();
+    const throughput_result t = measure_throughput(clients, in_flight, warmup, length,
+                                                   model_submitter(m), model_counters(m));
+    record_throughput("", suffix, label, t);
+  };
   if (cfg.runs("throughput")) {
-    plan.before_instances();
-    identity_model m{batching_options("identity")};
-    plan.before_submitters();
-    const throughput_result t =
-        measure_throughput(1, 64, warmup, length, model_submitter(m), model_counters(m));
-    record_throughput("", "", "servekit throughput, 1 x 64 in flight", t);
+    servekit_throughput("identity", 1, 64, "", "servekit throughput, 1 x 64 in flight");
   }
-
   if (cfg.runs("throughput_2x256")) {
-    plan.before_instances();
-    identity_model m{batching_options("identity_2x256")};
-    plan.before_submitters();
-    const throughput_result t =
-        measure_throughput(2, 256, warmup, length, model_submitter(m), model_counters(m));
-    record_throughput("", "_2x256", "servekit throughput, 2 x 128 in flight", t);
+    servekit_throughput("identity_2x256", 2, 256, "_2x256",
+                        "servekit throughput, 2 x 128 in flight");
   }
 
   if (cfg.runs("baseline")) {
