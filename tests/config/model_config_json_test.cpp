@@ -216,7 +216,7 @@ TEST(model_config_json, unknown_top_level_field_is_named_with_the_known_ones) {
                          "unknown field 'max_batch'"));
   EXPECT_TRUE(fails_with(R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
                          "known: name, version, backend, platform, max_batch_size, input, output, "
-                         "dynamic_batching, instance_group, parameters)"));
+                         "dynamic_batching, sequence_batching, instance_group, parameters)"));
 }
 
 TEST(model_config_json, unknown_nested_field_points_into_its_message) {
@@ -248,9 +248,9 @@ TEST(model_config_json, unknown_field_suggests_the_closest_known_name) {
 }
 
 TEST(model_config_json, unsupported_triton_fields_are_refused_by_name) {
-  EXPECT_TRUE(fails_with(R"({"sequence_batching": {}})", config_error_code::unknown_field,
-                         "/sequence_batching",
-                         "field 'sequence_batching' is not supported by this build of servekit "
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {}})", config_error_code::unknown_field,
+                         "/ensemble_scheduling",
+                         "field 'ensemble_scheduling' is not supported by this build of servekit "
                          "yet"));
   for (const auto* field : {"ensemble_scheduling", "response_cache", "model_transaction_policy",
                             "model_warmup", "version_policy", "optimization", "batch_input",

@@ -412,7 +412,7 @@ TEST_F(model_test, preserve_ordering_releases_responses_in_submit_order) {
 }
 
 TEST_F(model_test, hold_hook_waits_for_n_requests_then_batches_them) {
-  batched_model m{batching_options(), servekit::test_hooks{4}};
+  batched_model m{batching_options(), servekit::test_hooks{.delay_scheduler = 4}};
   collector c;
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(m.submit(make_request(std::to_string(i)), c.sink()).ok());
@@ -426,7 +426,7 @@ TEST_F(model_test, hold_hook_waits_for_n_requests_then_batches_them) {
 TEST_F(model_test, default_scheduler_runs_each_request_alone) {
   servekit::model_options o;
   o.name = "unbatched";
-  servekit::model<scripted_backend> m{o, servekit::test_hooks{3}};
+  servekit::model<scripted_backend> m{o, servekit::test_hooks{.delay_scheduler = 3}};
   collector c;
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(m.submit(make_request(std::to_string(i), 1.0F, 2), c.sink()).ok());

@@ -3,6 +3,7 @@
 /// batch: the view of one execution that a backend's `execute(batch&)` receives.
 
 #include <servekit/backend/instance_context.hpp>
+#include <servekit/backend/sequence_controls.hpp>
 #include <servekit/core/assert.hpp>
 #include <servekit/core/clock.hpp>
 #include <servekit/core/request.hpp>
@@ -48,6 +49,20 @@ public:
 
   [[nodiscard]] const instance_context& instance() const noexcept { return *instance_; }
 
+  /// Under the sequence batcher: the control values of entry `i` (START, END, READY, its
+  /// slot), the same values the configured control inputs carry. An entry whose `ready` is
+  /// false is padding: its request is a stand-in and its response is discarded.
+  [[nodiscard]] const sequence_controls& sequence(std::size_t i) const noexcept {
+    SERVEKIT_ASSERT(sequence_ != nullptr, "sequence() needs a model run by the sequence batcher");
+    return sequence_[i];
+  }
+  /// Whether the batch comes from the sequence batcher (sequence() is available).
+  [[nodiscard]] bool has_sequences() const noexcept { return sequence_ != nullptr; }
+  /// The correlation id of entry `i` (empty for padding).
+  [[nodiscard]] const correlation_id& correlation(std::size_t i) const noexcept {
+    return requests_[i]->sequence_id;
+  }
+
   /// Sends a non-final response of request `i` now (decoupled backends only).
   void send_partial(std::size_t i, servekit::response&& r) {
     SERVEKIT_ASSERT(decoupled_, "send_partial() needs a backend whose traits say decoupled");
@@ -72,6 +87,7 @@ public:
     responses_.clear();
     sinks_.clear();
     total_elements_ = 0;
+    sequence_ = nullptr;
     input_end_ = {};
     output_start_ = {};
   }
@@ -79,6 +95,8 @@ public:
     instance_ = &instance;
     decoupled_ = decoupled;
   }
+  /// One control entry per request, kept alive by the caller until clear().
+  void bind_sequence(const sequence_controls* controls) noexcept { sequence_ = controls; }
   void add(servekit::request& r, std::int64_t elements, response_sink& sink) {
     requests_.push_back(&r);
     elements_.push_back(elements);
@@ -96,6 +114,7 @@ private:
   std::vector<response_sink*> sinks_;
   std::int64_t total_elements_ = 0;
   const instance_context* instance_ = nullptr;
+  const sequence_controls* sequence_ = nullptr;
   bool decoupled_ = false;
   time_point input_end_{};
   time_point output_start_{};

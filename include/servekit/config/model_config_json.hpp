@@ -17,6 +17,7 @@
 #include <servekit/queue/queue_policy.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/sequence_batching_options.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -366,6 +367,52 @@ template <class T>
 }
 
 // ------------------------------------------------------------------------------------------
+// Floats: JSON numbers, or the strings protobuf's JSON mapping also accepts
+
+inline constexpr std::string_view float_expectation =
+    "a number (a JSON number, a decimal string such as \"0.5\", \"NaN\", \"Infinity\" or "
+    "\"-Infinity\")";
+
+/// The number in a string such as "0.5" (protobuf accepts floats written as strings).
+[[nodiscard]] inline double float_from_string(const json& value, const std::string& path) {
+  const auto& text = value.get_ref<const std::string&>();
+  if (text == "NaN") {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (text == "Infinity" || text == "-Infinity") {
+    const double infinity = std::numeric_limits<double>::infinity();
+    return text.front() == '-' ? -infinity : infinity;
+  }
+  double number = 0.0;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (text.empty() || result.ec != std::errc{} || result.ptr != text.data() + text.size() ||
+      !std::isfinite(number)) {
+    fail_bad_value(path,
+                   "expected " + std::string{float_expectation} + ", got " + describe_json(value));
+  }
+  return number;
+}
+
+/// A field of protobuf type `float`. Finite values beyond float's range are refused rather than
+/// silently turned into infinities.
+[[nodiscard]] inline float read_float(const json& value, const std::string& path) {
+  double number = 0.0;
+  if (value.is_number()) {
+    number = value.get<double>();
+  } else if (value.is_string()) {
+    number = float_from_string(value, path);
+  } else {
+    fail_wrong_type(path, float_expectation, value);
+  }
+  if (std::isfinite(number) && std::fabs(number) > std::numeric_limits<float>::max()) {
+    fail_bad_value(path, "out of range for float (largest magnitude " +
+                             std::to_string(std::numeric_limits<float>::max()) + "), got " +
+                             describe_json(value));
+  }
+  return static_cast<float>(number);
+}
+
+// ------------------------------------------------------------------------------------------
 // Plain values by C++ type, and members read through member pointers
 
 template <class T>
@@ -376,11 +423,13 @@ inline constexpr bool is_vector_v<std::vector<T, Allocator>> = true;
 template <class T>
 inline constexpr bool always_false_v = false;
 
-/// Reads a bool, an integer, a string, or an array of those.
+/// Reads a bool, an integer, a float, a string, or an array of those.
 template <class T>
 [[nodiscard]] T read_value(const json& value, const std::string& path) {
   if constexpr (std::is_same_v<T, bool>) {
     return read_bool(value, path);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return read_float(value, path);
   } else if constexpr (std::is_integral_v<T>) {
     return read_integer<T>(value, path);
   } else if constexpr (std::is_same_v<T, std::string>) {
@@ -410,6 +459,25 @@ using member_value_t = typename member_pointer_traits<decltype(Member)>::value_t
 template <auto Member>
 void read_member(const json& value, const std::string& path, member_owner_t<Member>& out) {
   out.*Member = read_value<member_value_t<Member>>(value, path);
+}
+
+/// Refuses an object that sets more than one member of the protobuf oneof `oneof` (protobuf's
+/// own parser does too); the error points at the second member in the order of `members`.
+inline void check_oneof(const json& object, const std::string& path, std::string_view oneof,
+                        std::initializer_list<std::string_view> members) {
+  std::string_view first;
+  for (const auto name : members) {
+    if (!object.contains(std::string{name})) {
+      continue;
+    }
+    if (!first.empty()) {
+      fail_bad_value(member_path(path, name),
+                     "'" + std::string{first} + "' and '" + std::string{name} +
+                         "' are both set; set at most one (they are the oneof " +
+                         std::string{oneof} + ")");
+    }
+    first = name;
+  }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -486,6 +554,13 @@ inline constexpr enum_name<instance_group_kind> instance_group_kind_names[] = {
     {instance_group_kind::kind_gpu, "KIND_GPU"},
     {instance_group_kind::kind_cpu, "KIND_CPU"},
     {instance_group_kind::kind_model, "KIND_MODEL"},
+};
+
+inline constexpr enum_name<control_kind> control_kind_names[] = {
+    {control_kind::sequence_start, "CONTROL_SEQUENCE_START"},
+    {control_kind::sequence_ready, "CONTROL_SEQUENCE_READY"},
+    {control_kind::sequence_end, "CONTROL_SEQUENCE_END"},
+    {control_kind::sequence_corrid, "CONTROL_SEQUENCE_CORRID"},
 };
 
 template <class Enum, std::size_t N>
@@ -566,6 +641,19 @@ template <class Enum, std::size_t N>
                              " dimensions are supported, got " + std::to_string(dims.size()));
   }
   return *result;
+}
+
+/// A field reader for a data_type member ("TYPE_FP32").
+template <auto Member>
+void read_data_type_member(const json& value, const std::string& path,
+                           member_owner_t<Member>& out) {
+  out.*Member = read_data_type(value, path);
+}
+
+/// A field reader for a shape member ([1, -1]).
+template <auto Member>
+void read_dims_member(const json& value, const std::string& path, member_owner_t<Member>& out) {
+  out.*Member = read_dims(value, path);
 }
 
 inline void read_tensor_name(const json& value, const std::string& path, tensor_config& out) {
@@ -737,6 +825,143 @@ void read_priority_member(const json& value, const std::string& path,
 }
 
 // ------------------------------------------------------------------------------------------
+// sequence_batching (ModelSequenceBatching and its nested messages). Rules that span fields
+// (exactly two false/true entries, names that must not collide, ...) are validate()'s.
+
+inline void read_control_kind(const json& value, const std::string& path, sequence_control& out) {
+  out.kind = read_enum(value, path, control_kind_names);
+}
+
+[[nodiscard]] inline sequence_control read_sequence_control(const json& value,
+                                                            const std::string& path) {
+  static constexpr field_reader<sequence_control> fields[] = {
+      {"kind", read_control_kind},
+      {"int32_false_true", read_member<&sequence_control::int32_false_true>},
+      {"fp32_false_true", read_member<&sequence_control::fp32_false_true>},
+      {"bool_false_true", read_member<&sequence_control::bool_false_true>},
+      {"data_type", read_data_type_member<&sequence_control::data_type>},
+  };
+  sequence_control out;
+  read_fields(value, path, out, fields);
+  return out;
+}
+
+inline void read_controls(const json& value, const std::string& path, control_input& out) {
+  out.control = read_array<sequence_control>(value, path, read_sequence_control);
+}
+
+[[nodiscard]] inline control_input read_control_input(const json& value, const std::string& path) {
+  static constexpr field_reader<control_input> fields[] = {
+      {"name", read_member<&control_input::name>},
+      {"control", read_controls},
+  };
+  control_input out;
+  read_fields(value, path, out, fields);
+  return out;
+}
+
+/// Protobuf sets the oneof member `zero_data` whatever its value, and Triton then uses zeros even
+/// for `false`; servekit refuses `false` rather than guess what was meant.
+inline void read_zero_data(const json& value, const std::string& path, initial_state_options& out) {
+  out.zero_data = read_bool(value, path);
+  if (!out.zero_data) {
+    fail_bad_value(path, "'zero_data' must be true when present (Triton uses zeros whenever the "
+                         "field is set, even to false); write true, or leave it out and set "
+                         "'data_file'");
+  }
+}
+
+[[nodiscard]] inline initial_state_options read_initial_state(const json& value,
+                                                              const std::string& path) {
+  using options = initial_state_options;
+  static constexpr field_reader<options> fields[] = {
+      {"data_type", read_data_type_member<&options::data_type>},
+      {"dims", read_dims_member<&options::dims>},
+      {"name", read_member<&options::name>},
+      {"zero_data", read_zero_data},
+      {"data_file", read_member<&options::data_file>},
+  };
+  expect_object(value, path);
+  check_oneof(value, path, "state_data", {"zero_data", "data_file"});
+  options out;
+  read_fields(value, path, out, fields);
+  return out;
+}
+
+inline void read_initial_states(const json& value, const std::string& path, state_options& out) {
+  out.initial_state = read_array<initial_state_options>(value, path, read_initial_state);
+}
+
+[[nodiscard]] inline state_options read_state(const json& value, const std::string& path) {
+  using options = state_options;
+  static constexpr field_reader<options> fields[] = {
+      {"input_name", read_member<&options::input_name>},
+      {"output_name", read_member<&options::output_name>},
+      {"data_type", read_data_type_member<&options::data_type>},
+      {"dims", read_dims_member<&options::dims>},
+      {"initial_state", read_initial_states},
+      {"use_same_buffer_for_input_output", read_member<&options::use_same_buffer_for_input_output>},
+      {"use_growable_memory", read_member<&options::use_growable_memory>},
+  };
+  options out;
+  read_fields(value, path, out, fields);
+  return out;
+}
+
+inline void read_direct_strategy(const json& value, const std::string& path,
+                                 sequence_batching_options& out) {
+  using options = direct_strategy_options;
+  static constexpr field_reader<options> fields[] = {
+      {"max_queue_delay_microseconds", read_member<&options::max_queue_delay_microseconds>},
+      {"minimum_slot_utilization", read_member<&options::minimum_slot_utilization>},
+  };
+  out.strategy = sequence_strategy::direct;
+  read_fields(value, path, out.direct, fields);
+}
+
+inline void read_oldest_strategy(const json& value, const std::string& path,
+                                 sequence_batching_options& out) {
+  using options = oldest_strategy_options;
+  static constexpr field_reader<options> fields[] = {
+      {"max_candidate_sequences", read_member<&options::max_candidate_sequences>},
+      {"preferred_batch_size", read_member<&options::preferred_batch_size>},
+      {"max_queue_delay_microseconds", read_member<&options::max_queue_delay_microseconds>},
+      {"preserve_ordering", read_member<&options::preserve_ordering>},
+  };
+  out.strategy = sequence_strategy::oldest;
+  read_fields(value, path, out.oldest, fields);
+}
+
+inline void read_control_inputs(const json& value, const std::string& path,
+                                sequence_batching_options& out) {
+  out.control_input = read_array<control_input>(value, path, read_control_input);
+}
+
+inline void read_states(const json& value, const std::string& path,
+                        sequence_batching_options& out) {
+  out.state = read_array<state_options>(value, path, read_state);
+}
+
+/// Neither `direct` nor `oldest`: direct, Triton's default strategy.
+[[nodiscard]] inline sequence_batching_options read_sequence_batching(const json& value,
+                                                                      const std::string& path) {
+  using options = sequence_batching_options;
+  static constexpr field_reader<options> fields[] = {
+      {"max_sequence_idle_microseconds", read_member<&options::max_sequence_idle_microseconds>},
+      {"direct", read_direct_strategy},
+      {"oldest", read_oldest_strategy},
+      {"control_input", read_control_inputs},
+      {"state", read_states},
+  };
+  static constexpr std::string_view not_yet_supported[] = {"iterative_sequence"};
+  expect_object(value, path);
+  check_oneof(value, path, "strategy_choice", {"direct", "oldest"});
+  options out;
+  read_fields(value, path, out, fields, not_yet_supported);
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
 // instance_group[] (ModelInstanceGroup)
 
 inline void read_instance_group_kind(const json& value, const std::string& path,
@@ -853,6 +1078,11 @@ inline void read_dynamic_batching_field(const json& value, const std::string& pa
   out.dynamic_batching = read_dynamic_batching(value, path);
 }
 
+inline void read_sequence_batching_field(const json& value, const std::string& path,
+                                         model_options& out) {
+  out.sequence_batching = read_sequence_batching(value, path);
+}
+
 /// ModelConfig fields servekit refuses by name until it implements them. To add one, write its
 /// reader (one small function per message, as above), list it in read_model_config's table and
 /// drop it from here.
@@ -862,7 +1092,6 @@ inline constexpr std::string_view model_config_not_yet_supported[] = {
     "batch_input",
     "batch_output",
     "optimization",
-    "sequence_batching",
     "ensemble_scheduling",
     "default_model_filename",
     "cc_model_filenames",
@@ -877,10 +1106,19 @@ inline constexpr std::string_view model_config_not_yet_supported[] = {
 
 /// The checks that involve more than one field, run after every field is read.
 inline void check_model_options(const model_options& options) {
+  if (options.dynamic_batching && options.sequence_batching) {
+    fail_bad_value("/sequence_batching",
+                   "'dynamic_batching' and 'sequence_batching' are both set; a model has one "
+                   "scheduler (they are the oneof scheduling_choice)");
+  }
+  // Without max_batch_size the bound comes from the backend; the model checks it then.
+  const auto max_batch_size =
+      options.max_batch_size.value_or(std::numeric_limits<std::int32_t>::max());
   if (options.dynamic_batching) {
-    // Without max_batch_size the bound comes from the backend; the model checks it then.
-    validate(*options.dynamic_batching,
-             options.max_batch_size.value_or(std::numeric_limits<std::int32_t>::max()));
+    validate(*options.dynamic_batching, max_batch_size);
+  }
+  if (options.sequence_batching) {
+    validate(*options.sequence_batching, max_batch_size, options.input, options.output);
   }
 }
 
@@ -894,6 +1132,7 @@ inline void check_model_options(const model_options& options) {
       {"input", read_inputs},
       {"output", read_outputs},
       {"dynamic_batching", read_dynamic_batching_field},
+      {"sequence_batching", read_sequence_batching_field},
       {"instance_group", read_instance_groups},
       {"parameters", read_parameters},
   };
@@ -986,6 +1225,136 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
   return out;
 }
 
+/// Protobuf's JSON spelling: a number, or "NaN", "Infinity", "-Infinity" (JSON has none of them).
+[[nodiscard]] inline json write_float(float value) {
+  if (std::isnan(value)) {
+    return "NaN";
+  }
+  if (std::isinf(value)) {
+    return value > 0 ? "Infinity" : "-Infinity";
+  }
+  return value;
+}
+
+[[nodiscard]] inline json write_sequence_control(const sequence_control& control) {
+  json out = json::object();
+  out["kind"] = enum_spelling(control.kind, control_kind_names);
+  if (!control.int32_false_true.empty()) {
+    out["int32_false_true"] = control.int32_false_true;
+  }
+  if (!control.fp32_false_true.empty()) {
+    json values = json::array();
+    for (const float value : control.fp32_false_true) {
+      values.push_back(write_float(value));
+    }
+    out["fp32_false_true"] = std::move(values);
+  }
+  if (!control.bool_false_true.empty()) {
+    out["bool_false_true"] = control.bool_false_true;
+  }
+  if (control.data_type != data_type::invalid) {
+    out["data_type"] = std::string{to_config_string(control.data_type)};
+  }
+  return out;
+}
+
+[[nodiscard]] inline json write_control_input(const control_input& input) {
+  json controls = json::array();
+  for (const auto& control : input.control) {
+    controls.push_back(write_sequence_control(control));
+  }
+  return json{{"name", input.name}, {"control", std::move(controls)}};
+}
+
+[[nodiscard]] inline json write_initial_state(const initial_state_options& initial) {
+  json out = json::object();
+  if (initial.data_type != data_type::invalid) {
+    out["data_type"] = std::string{to_config_string(initial.data_type)};
+  }
+  out["dims"] = write_dims(initial.dims);
+  if (!initial.name.empty()) {
+    out["name"] = initial.name;
+  }
+  write_flag_if_set(out, "zero_data", initial.zero_data);
+  if (!initial.data_file.empty()) {
+    out["data_file"] = initial.data_file;
+  }
+  return out;
+}
+
+[[nodiscard]] inline json write_state(const state_options& state) {
+  json out = json::object();
+  out["input_name"] = state.input_name;
+  out["output_name"] = state.output_name;
+  if (state.data_type != data_type::invalid) {
+    out["data_type"] = std::string{to_config_string(state.data_type)};
+  }
+  out["dims"] = write_dims(state.dims);
+  if (!state.initial_state.empty()) {
+    json initial = json::array();
+    for (const auto& entry : state.initial_state) {
+      initial.push_back(write_initial_state(entry));
+    }
+    out["initial_state"] = std::move(initial);
+  }
+  write_flag_if_set(out, "use_same_buffer_for_input_output",
+                    state.use_same_buffer_for_input_output);
+  write_flag_if_set(out, "use_growable_memory", state.use_growable_memory);
+  return out;
+}
+
+[[nodiscard]] inline json write_oldest_strategy(const oldest_strategy_options& oldest) {
+  json out = json::object();
+  if (oldest.max_candidate_sequences != 0) {
+    out["max_candidate_sequences"] = oldest.max_candidate_sequences;
+  }
+  if (!oldest.preferred_batch_size.empty()) {
+    out["preferred_batch_size"] = oldest.preferred_batch_size;
+  }
+  if (oldest.max_queue_delay_microseconds != 0) {
+    out["max_queue_delay_microseconds"] = oldest.max_queue_delay_microseconds;
+  }
+  write_flag_if_set(out, "preserve_ordering", oldest.preserve_ordering);
+  return out;
+}
+
+/// Writes `oldest` whenever it is the strategy, and `direct` only when it has settings (it is
+/// the default).
+[[nodiscard]] inline json write_sequence_batching(const sequence_batching_options& options) {
+  json out = json::object();
+  if (options.max_sequence_idle_microseconds !=
+      sequence_batching_options{}.max_sequence_idle_microseconds) {
+    out["max_sequence_idle_microseconds"] = options.max_sequence_idle_microseconds;
+  }
+  if (options.strategy == sequence_strategy::oldest) {
+    out["oldest"] = write_oldest_strategy(options.oldest);
+  } else if (options.direct != direct_strategy_options{}) {
+    json direct = json::object();
+    if (options.direct.max_queue_delay_microseconds != 0) {
+      direct["max_queue_delay_microseconds"] = options.direct.max_queue_delay_microseconds;
+    }
+    if (options.direct.minimum_slot_utilization != 0.0F) {
+      direct["minimum_slot_utilization"] = write_float(options.direct.minimum_slot_utilization);
+    }
+    out["direct"] = std::move(direct);
+  }
+  if (!options.control_input.empty()) {
+    json inputs = json::array();
+    for (const auto& input : options.control_input) {
+      inputs.push_back(write_control_input(input));
+    }
+    out["control_input"] = std::move(inputs);
+  }
+  if (!options.state.empty()) {
+    json states = json::array();
+    for (const auto& state : options.state) {
+      states.push_back(write_state(state));
+    }
+    out["state"] = std::move(states);
+  }
+  return out;
+}
+
 [[nodiscard]] inline json write_instance_group(const instance_group_options& group) {
   json out = json::object();
   if (!group.name.empty()) {
@@ -1029,6 +1398,9 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
   if (options.dynamic_batching) {
     out["dynamic_batching"] = write_dynamic_batching(*options.dynamic_batching);
   }
+  if (options.sequence_batching) {
+    out["sequence_batching"] = write_sequence_batching(*options.sequence_batching);
+  }
   if (!options.instance_group.empty()) {
     json groups = json::array();
     for (const auto& group : options.instance_group) {
@@ -1047,7 +1419,7 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
 /// Reads Triton model-configuration JSON (already parsed) into model_options. Integer fields
 /// take JSON numbers or decimal strings. Throws config_error whose path() is a JSON pointer to
 /// the offending field: unknown_field (typos, and Triton fields servekit does not support yet),
-/// wrong_type, or bad_value (including the dynamic-batching rules of validate()).
+/// wrong_type, or bad_value (including the dynamic- and sequence-batching rules of validate()).
 [[nodiscard]] inline model_options load_model_config(const nlohmann::json& config) {
   return detail::read_model_config(config);
 }
@@ -1078,8 +1450,9 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
 
 /// Writes `options` as Triton model-configuration JSON: TYPE_/KIND_ names, REJECT/DELAY,
 /// integers as JSON numbers, parameters as {"key": {"string_value": "..."}}. Always writes
-/// name and version; leaves out max_batch_size and dynamic_batching when unset, and other fields
-/// at their default value. load_model_config(save_model_config(x)) == x for every valid x.
+/// name and version; leaves out max_batch_size, dynamic_batching and sequence_batching when unset,
+/// and other fields at their default value. load_model_config(save_model_config(x)) == x for every
+/// valid x.
 [[nodiscard]] inline nlohmann::json save_model_config(const model_options& options) {
   return detail::write_model_config(options);
 }

@@ -36,6 +36,7 @@ struct pending_request : detail::intake_link {
   std::uint64_t ticket = 0;        ///< arrival order, unique per model
   time_point deadline = never;     ///< queue timeout, set when queued
   std::uint32_t level = 0;         ///< priority level index (0-based)
+  std::uint32_t sequence = 0;      ///< the sequence batcher's record of the request's sequence
 
   // -- owned by the queue holding the request ---------------------------------------------------
   pending_request* prev = nullptr;

@@ -13,10 +13,13 @@
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
+#include <servekit/runtime/sequence_shell.hpp>
 #include <servekit/runtime/threaded_shell.hpp>
 #include <servekit/schedule/default_scheduler.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/scheduler.hpp>
+#include <servekit/schedule/sequence_batcher.hpp>
+#include <servekit/state/state_store.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +49,38 @@ consteval bool check_policies() {
                 "servekit: model<Backend, Policies...> got more than one instance_group policy");
   return true;
 }
+
+/// Whether scheduler policy `P` is the sequence batcher.
+template <class P>
+concept sequence_policy = requires {
+  requires P::batches_sequences;
+  typename P::store_type;
+  typename P::strategy_type;
+};
+
+template <class P>
+consteval scheduler_kind scheduler_kind_of() {
+  if constexpr (sequence_policy<P>) {
+    return P::strategy_type::strategy == sequence_strategy::direct
+               ? scheduler_kind::sequence_direct
+               : scheduler_kind::sequence_oldest;
+  } else {
+    return P::batches_requests ? scheduler_kind::dynamic_batcher
+                               : scheduler_kind::default_scheduler;
+  }
+}
+
+template <class Backend, class P>
+struct shell_for {
+  using type = threaded_shell<Backend, typename P::core_type>;
+};
+template <class Backend, sequence_policy P>
+struct shell_for<Backend, P> {
+  static_assert(state_store<typename P::store_type>,
+                "servekit: the Store of sequence_batcher<Strategy, Store> must model "
+                "servekit::state_store (e.g. servekit::host_state_store)");
+  using type = sequence_shell<Backend, typename P::core_type, typename P::store_type>;
+};
 } // namespace detail
 
 /// A model: `Backend` instances behind a scheduler, composed at compile time.
@@ -55,8 +90,9 @@ consteval bool check_policies() {
 ///     add_sub m{options};
 ///     m.submit(std::move(request), [](servekit::response&& r) { ... });
 ///
-/// Policies (any order, each optional): a scheduler (`default_scheduler`, the default, or
-/// `dynamic_batcher<>`) and an `instance_group<N>`. Their numbers come from `model_options`.
+/// Policies (any order, each optional): a scheduler (`default_scheduler`, the default,
+/// `dynamic_batcher<>` or `sequence_batcher<direct|oldest, Store>`) and an `instance_group<N>`.
+/// Their numbers come from `model_options`.
 ///
 /// The model checks its pieces at compile time, resolves its configuration, validates requests
 /// at submit and keeps the statistics; a `threaded_shell` runs the instances.
@@ -72,8 +108,10 @@ public:
   using instance_group_policy =
       detail::find_role_t<instance_group_role, instance_group<1>, Policies...>;
   using core_type = typename scheduler_policy::core_type;
-  static_assert(scheduler_core<core_type>);
-  static_assert(!scheduler_policy::batches_requests || traits::batching,
+  static constexpr bool sequence_batching = detail::sequence_policy<scheduler_policy>;
+  using shell_type = typename detail::shell_for<Backend, scheduler_policy>::type;
+  static_assert(scheduler_core<core_type> || pinned_scheduler_core<core_type>);
+  static_assert(!scheduler_policy::batches_requests || sequence_batching || traits::batching,
                 "servekit: a batching scheduler needs a backend that allows batching "
                 "(its `batching` is false)");
 
@@ -81,7 +119,8 @@ public:
   /// their threads. Throws config_error for a bad configuration or a backend that throws.
   explicit model(model_options options = {}, test_hooks hooks = {})
       : options_{std::move(options)}, config_{resolve_config<Backend>(
-                                          options_, scheduler_policy::batches_requests, hooks)},
+                                          options_, detail::scheduler_kind_of<scheduler_policy>(),
+                                          hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
         placements_{place_instances(options_.name, options_.instance_group,
                                     instance_group_policy::default_count)},
@@ -142,6 +181,11 @@ public:
   [[nodiscard]] std::span<const tensor_config> outputs() const noexcept { return config_.outputs; }
   [[nodiscard]] std::size_t instance_count() const noexcept { return shell_.instance_count(); }
 
+  /// The implicit-state store (sequence batcher only): live_sequences(), bytes_in_use().
+  [[nodiscard]] const auto& states() const noexcept requires sequence_batching {
+    return shell_.states();
+  }
+
 private:
   [[nodiscard]] std::vector<std::string> instance_names() const {
     std::vector<std::string> names;
@@ -156,7 +200,7 @@ private:
   request_validator validator_;
   std::vector<instance_placement> placements_;
   model_statistics stats_;
-  threaded_shell<Backend, core_type> shell_; // last: destroyed, and so drained, first
+  shell_type shell_; // last: destroyed, and so drained, first
 };
 
 } // namespace servekit

@@ -6,6 +6,7 @@
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/tensor_spec.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/sequence_batching_options.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -41,10 +42,16 @@ struct model_options {
   std::vector<tensor_config> output;
   /// Dynamic batching settings (used by the dynamic_batcher policy).
   std::optional<dynamic_batching_options> dynamic_batching;
+  /// Sequence batching settings (used by the sequence_batcher policy).
+  std::optional<sequence_batching_options> sequence_batching;
   /// Instance groups; empty: the instance_group policy's count on the CPU.
   std::vector<instance_group_options> instance_group;
   /// Free-form parameters for the backend.
   parameter_map parameters;
+  /// The model's folder (in a model repository), where files the config names are read from,
+  /// such as `initial_state/<data_file>`. Not part of the JSON config; empty: the working
+  /// directory.
+  std::string directory;
 
   friend bool operator==(const model_options&, const model_options&) = default;
 };

@@ -22,13 +22,22 @@ namespace servekit {
 struct test_hooks {
   /// Hold the batcher until this many requests are queued, once (Triton's
   /// TRITONSERVER_DELAY_SCHEDULER). Unset: read SERVEKIT_DELAY_SCHEDULER from the environment.
-  std::optional<std::size_t> delay_scheduler;
+  std::optional<std::size_t> delay_scheduler = std::nullopt;
+  /// The sequence batcher also holds until this many requests are backlogged, once (Triton's
+  /// TRITONSERVER_BACKLOG_DELAY_SCHEDULER). Unset: read SERVEKIT_BACKLOG_DELAY_SCHEDULER.
+  std::optional<std::size_t> backlog_delay_scheduler = std::nullopt;
 
   [[nodiscard]] std::size_t resolved_delay_scheduler() const {
-    if (delay_scheduler) {
-      return *delay_scheduler;
-    }
-    const char* env = std::getenv("SERVEKIT_DELAY_SCHEDULER"); // NOLINT(concurrency-mt-unsafe)
+    return delay_scheduler ? *delay_scheduler : from_environment("SERVEKIT_DELAY_SCHEDULER");
+  }
+  [[nodiscard]] std::size_t resolved_backlog_delay_scheduler() const {
+    return backlog_delay_scheduler ? *backlog_delay_scheduler
+                                   : from_environment("SERVEKIT_BACKLOG_DELAY_SCHEDULER");
+  }
+
+private:
+  [[nodiscard]] static std::size_t from_environment(const char* name) {
+    const char* env = std::getenv(name); // NOLINT(concurrency-mt-unsafe)
     if (env == nullptr || *env == '\0') {
       return 0;
     }
@@ -82,11 +91,22 @@ inline void check_declared(const std::vector<tensor_config>& configured,
 }
 } // namespace detail
 
-/// Merges `options` with backend `B`'s traits for a scheduler that does (or does not) batch.
-/// Throws config_error naming the field when they conflict or break Triton's rules.
+/// Which scheduler a model type composes, as far as the configuration cares.
+enum class scheduler_kind : std::uint8_t {
+  default_scheduler, ///< one request per execution
+  dynamic_batcher,   ///< `dynamic_batching`
+  sequence_direct,   ///< `sequence_batching` with the direct strategy
+  sequence_oldest,   ///< `sequence_batching` with the oldest strategy
+};
+
+/// Merges `options` with backend `B`'s traits for a model whose scheduler is `kind`. Throws
+/// config_error naming the field when they conflict or break Triton's rules.
 template <class B>
-[[nodiscard]] resolved_config resolve_config(const model_options& options, bool batching_scheduler,
+[[nodiscard]] resolved_config resolve_config(const model_options& options, scheduler_kind kind,
                                              const test_hooks& hooks = {}) {
+  const bool batching_scheduler = kind == scheduler_kind::dynamic_batcher;
+  const bool sequence_scheduler =
+      kind == scheduler_kind::sequence_direct || kind == scheduler_kind::sequence_oldest;
   using traits = backend_traits<B>;
   resolved_config out;
   out.max_batch_size = options.max_batch_size.value_or(traits::max_batch_size);
@@ -111,14 +131,39 @@ template <class B>
 
   if (options.dynamic_batching && !batching_scheduler) {
     throw config_error(config_error_code::bad_value, "/dynamic_batching",
-                       "the config asks for dynamic batching but the model type uses the default "
+                       "the config asks for dynamic batching but the model type uses another "
                        "scheduler; compose it with servekit::dynamic_batcher<>");
+  }
+  if (options.sequence_batching && !sequence_scheduler) {
+    throw config_error(config_error_code::bad_value, "/sequence_batching",
+                       "the config asks for sequence batching but the model type uses another "
+                       "scheduler; compose it with servekit::sequence_batcher<>");
   }
   out.scheduler.model_name = options.name;
   out.scheduler.max_batch_size = out.max_batch_size;
   if (batching_scheduler) {
     out.scheduler.dynamic_batching = options.dynamic_batching.value_or(dynamic_batching_options{});
     validate(out.scheduler.dynamic_batching, out.max_batch_size);
+  }
+  if (sequence_scheduler) {
+    auto& sequence = out.scheduler.sequence_batching;
+    sequence = options.sequence_batching.value_or(sequence_batching_options{});
+    const auto wanted = kind == scheduler_kind::sequence_direct ? sequence_strategy::direct
+                                                                : sequence_strategy::oldest;
+    if (options.sequence_batching && sequence.strategy != wanted) {
+      throw config_error(
+          config_error_code::bad_value,
+          wanted == sequence_strategy::direct ? "/sequence_batching/oldest"
+                                              : "/sequence_batching/direct",
+          std::string{"the config asks for the "} +
+              (wanted == sequence_strategy::direct ? "oldest" : "direct") +
+              " strategy but the model type uses servekit::sequence_batcher<" +
+              (wanted == sequence_strategy::direct ? "servekit::direct" : "servekit::oldest") +
+              ", ...>");
+    }
+    sequence.strategy = wanted;
+    validate(sequence, out.max_batch_size, out.inputs, out.outputs);
+    out.scheduler.hold_until_backlogged = hooks.resolved_backlog_delay_scheduler();
   }
   out.scheduler.compatibility = batch_compatibility{out.inputs, out.max_batch_size > 0};
   out.scheduler.hold_until_queued = hooks.resolved_delay_scheduler();

@@ -41,7 +41,15 @@ struct executed_batch {
   time_point end{};
   std::int64_t elements = 0;
   batch_close_reason reason = batch_close_reason::queue_drained;
-  std::vector<std::string> request_ids; ///< in execution order
+  std::vector<std::string> request_ids;    ///< in execution order ("" for a padding entry)
+  std::vector<sequence_controls> sequence; ///< per entry, under the sequence batcher
+};
+
+/// A sequence that left its slot without an END, as the simulated shell saw it.
+struct ended_sequence {
+  std::size_t instance = 0;
+  time_point at{};
+  sequence_end notice;
 };
 
 /// Runs `SchedulerPolicy`'s decision core as the threaded shell would, on a virtual clock.
@@ -59,10 +67,12 @@ template <class SchedulerPolicy = dynamic_batcher<>>
 class simulated_shell {
 public:
   using core_type = typename SchedulerPolicy::core_type;
-  static_assert(scheduler_core<core_type>);
+  static constexpr bool pinned = pinned_scheduler_core<core_type>;
+  static_assert(scheduler_core<core_type> || pinned);
 
   simulated_shell(const scheduler_settings& settings, std::size_t instances, latency_model latency)
-      : core_{settings}, latency_{latency}, busy_until_(instances, never),
+      : core_{with_instances(settings, instances)}, latency_{latency},
+        busy_until_(instances, never),
         running_(instances), stats_{static_cast<std::size_t>(std::max(settings.max_batch_size, 1)),
                                     names(instances)} {}
 
@@ -100,6 +110,8 @@ public:
 
   /// Executions so far, in start order.
   [[nodiscard]] const std::vector<executed_batch>& batches() const noexcept { return batches_; }
+  /// Sequences that left their slots without an END (sequence batcher), in order.
+  [[nodiscard]] const std::vector<ended_sequence>& ended() const noexcept { return ended_; }
   [[nodiscard]] statistics_snapshot statistics() const { return stats_.snapshot(); }
   [[nodiscard]] std::size_t queued() const noexcept { return core_.size(); }
   [[nodiscard]] const core_type& core() const noexcept { return core_; }
@@ -117,6 +129,11 @@ private:
     }
   };
 
+  static scheduler_settings with_instances(scheduler_settings s, std::size_t instances) {
+    s.instances = instances;
+    return s;
+  }
+
   static std::vector<std::string> names(std::size_t instances) {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < instances; ++i) {
@@ -130,9 +147,19 @@ private:
     for (const auto busy : busy_until_) {
       t = std::min(t, busy);
     }
-    const bool idle = std::find(busy_until_.begin(), busy_until_.end(), never) != busy_until_.end();
     // The batching delay matters only to an idle instance; timeouts always do.
-    t = std::min(t, idle ? core_.next_deadline() : core_.next_timeout());
+    if constexpr (pinned) {
+      t = std::min(t, core_.next_timeout());
+      for (std::size_t i = 0; i < busy_until_.size(); ++i) {
+        if (busy_until_[i] == never) {
+          t = std::min(t, core_.next_deadline(i));
+        }
+      }
+    } else {
+      const bool idle =
+          std::find(busy_until_.begin(), busy_until_.end(), never) != busy_until_.end();
+      t = std::min(t, idle ? core_.next_deadline() : core_.next_timeout());
+    }
     return t;
   }
 
@@ -165,6 +192,20 @@ private:
   }
 
   void arrive(pending_ptr p) {
+    if constexpr (pinned) {
+      const routing r = core_.enqueue(p, now_);
+      if (!r.result.ok()) {
+        detail::deliver(*p, response::failure(r.result, p->request.id));
+        return;
+      }
+      stats_.add_pending(1);
+      return;
+    } else {
+      arrive_shared(std::move(p));
+    }
+  }
+
+  void arrive_shared(pending_ptr p) requires(!pinned) {
     p->level = core_.level_of(p->request);
     if (!core_.has_room(p->level)) {
       stats_.record_early_failure(failure_reason::rejected, 0);
@@ -178,14 +219,25 @@ private:
 
   void start(std::size_t instance) {
     batch_plan& plan = running_[instance];
-    if (!core_.form_batch(now_, plan, exits_)) {
+    bool formed = false;
+    if constexpr (pinned) {
+      formed = core_.form_batch(instance, now_, plan, exits_);
+      for (auto& e : plan.ended) {
+        ended_.push_back({instance, now_, std::move(e)});
+      }
+      plan.ended.clear();
+    } else {
+      formed = core_.form_batch(now_, plan, exits_);
+    }
+    if (!formed) {
       return;
     }
-    stats_.add_pending(-static_cast<std::int64_t>(plan.requests.size()));
+    stats_.add_pending(-static_cast<std::int64_t>(real_requests(plan)));
     busy_until_[instance] = now_ + latency_(plan.elements);
-    executed_batch record{instance, now_, busy_until_[instance], plan.elements, plan.reason, {}};
+    executed_batch record{instance,    now_, busy_until_[instance], plan.elements,
+                          plan.reason, {},   plan.sequence};
     for (const auto& p : plan.requests) {
-      record.request_ids.push_back(p->request.id);
+      record.request_ids.push_back(p ? p->request.id : std::string{});
     }
     batches_.push_back(std::move(record));
   }
@@ -196,12 +248,16 @@ private:
     model_statistics::execution e;
     e.instance = instance;
     e.batch_size = static_cast<std::uint64_t>(plan.elements);
-    e.requests = plan.requests.size();
+    e.requests = real_requests(plan);
     e.ok_requests = e.requests;
-    e.ok_elements = e.batch_size;
+    e.ok_elements = 0;
     e.reason = plan.reason;
     e.compute_infer_ns = elapsed_ns(started, now_);
     for (auto& p : plan.requests) {
+      if (!p) {
+        continue; // padding
+      }
+      e.ok_elements += static_cast<std::uint64_t>(p->batch_elements);
       e.queue_ns += elapsed_ns(p->request.arrival, started);
       e.request_ok_ns += elapsed_ns(p->request.arrival, now_);
       response r;
@@ -209,8 +265,17 @@ private:
       detail::deliver(*p, std::move(r));
     }
     stats_.record_execution(e);
+    if constexpr (pinned) {
+      core_.batch_done(instance, now_, plan);
+    }
     plan.clear();
     busy_until_[instance] = never;
+  }
+
+  [[nodiscard]] static std::size_t real_requests(const batch_plan& plan) noexcept {
+    return static_cast<std::size_t>(
+        std::count_if(plan.requests.begin(), plan.requests.end(),
+                      [](const pending_ptr& p) { return static_cast<bool>(p); }));
   }
 
   core_type core_;
@@ -221,6 +286,7 @@ private:
   std::priority_queue<event, std::vector<event>, later> events_;
   early_exits exits_;
   std::vector<executed_batch> batches_;
+  std::vector<ended_sequence> ended_;
   model_statistics stats_;
   std::uint64_t next_ticket_ = 0;
   std::uint64_t next_event_ = 0;

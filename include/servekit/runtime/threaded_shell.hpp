@@ -12,6 +12,7 @@
 #include <servekit/queue/intake.hpp>
 #include <servekit/runtime/detail/cpu_relax.hpp>
 #include <servekit/runtime/detail/finish.hpp>
+#include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
 #include <servekit/runtime/instance_group.hpp>
@@ -167,12 +168,7 @@ private:
   /// How long an instance that ran out of work watches for more before it sleeps.
   static constexpr duration spin_before_sleep = std::chrono::microseconds{20};
 
-  struct instance {
-    instance_placement placement;
-    instance_context context;
-    std::optional<Backend> backend;
-    std::thread thread;
-  };
+  using instance = detail::backend_instance<Backend>;
 
   /// Counts submits in progress so that shutdown can wait for them to finish their push.
   struct submit_guard {
@@ -229,29 +225,7 @@ private:
   // -- instances ---------------------------------------------------------------------------------
 
   void create_instances() {
-    instances_.reserve(placements_.size());
-    for (std::size_t i = 0; i < placements_.size(); ++i) {
-      auto in = std::make_unique<instance>();
-      in->placement = placements_[i];
-      in->context.model_name = options_.name;
-      in->context.model_version = options_.version;
-      in->context.instance_name = in->placement.name;
-      in->context.instance_index = i;
-      in->context.kind = in->placement.kind;
-      in->context.device_id = in->placement.device_id;
-      in->context.max_batch_size = config_.max_batch_size;
-      in->context.inputs = config_.inputs;
-      in->context.outputs = config_.outputs;
-      in->context.parameters = &options_.parameters;
-      try {
-        in->backend.emplace(std::as_const(in->context));
-      } catch (const std::exception& e) {
-        throw config_error(config_error_code::backend_error, "/instance_group",
-                           "instance '" + in->placement.name + "' of model '" + options_.name +
-                               "' failed to initialize: " + e.what());
-      }
-      instances_.push_back(std::move(in));
-    }
+    instances_ = detail::create_instances<Backend>(options_, config_, placements_);
   }
 
   void start_threads() {
@@ -424,51 +398,21 @@ private:
     stats_.add_pending(-static_cast<std::int64_t>(n));
 
     const time_point start = clock::now();
-    std::string failure;
-    bool threw = false;
-    try {
-      self.backend->execute(b);
-    } catch (const std::exception& e) {
-      threw = true;
-      failure = e.what();
-    } catch (...) {
-      threw = true;
-      failure = "unknown exception";
-    }
+    const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
     const time_point end = clock::now();
 
-    model_statistics::execution e;
-    e.instance = self.context.instance_index;
-    e.batch_size = static_cast<std::uint64_t>(plan.elements);
-    e.requests = n;
-    e.reason = plan.reason;
-    e.backend_failed = true;
-    const time_point input_end =
-        b.compute_input_end() == time_point{} ? start : b.compute_input_end();
-    const time_point output_start =
-        b.compute_output_start() == time_point{} ? end : b.compute_output_start();
-    e.compute_input_ns = elapsed_ns(start, input_end);
-    e.compute_infer_ns = elapsed_ns(input_end, output_start);
-    e.compute_output_ns = elapsed_ns(output_start, end);
-
+    model_statistics::execution e = detail::execution_record(self.context.instance_index, b, start,
+                                                             end, plan.elements, n, plan.reason);
     for (std::size_t i = 0; i < n; ++i) {
       pending_request& p = *plan.requests[i];
       response& r = b.response(i);
-      if (threw) {
+      if (failure) {
         r = response::failure(internal_error("backend of model '" + options_.name +
                                              "' failed in instance '" + self.placement.name +
-                                             "': " + failure));
+                                             "': " + *failure));
       }
       detail::finish_response(p.request, r);
-      const std::uint64_t duration_ns = elapsed_ns(p.request.arrival, end);
-      if (r.ok()) {
-        ++e.ok_requests;
-        e.ok_elements += static_cast<std::uint64_t>(p.batch_elements);
-        e.queue_ns += elapsed_ns(p.request.arrival, start);
-        e.request_ok_ns += duration_ns;
-      } else {
-        e.request_fail_ns += duration_ns;
-      }
+      detail::count_request(e, p.request, p.batch_elements, r.ok(), start, end);
     }
     stats_.record_execution(e);
 

@@ -8,10 +8,12 @@
 #include <servekit/queue/pending_request.hpp>
 #include <servekit/schedule/batch_plan.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/sequence_batching_options.hpp>
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace servekit {
 
@@ -28,6 +30,13 @@ struct scheduler_settings {
   /// Test hook (Triton's TRITONSERVER_DELAY_SCHEDULER): form no batch until this many requests
   /// are queued, once. 0: off.
   std::size_t hold_until_queued = 0;
+  /// Sequence batching settings (used by the sequence batcher's cores).
+  sequence_batching_options sequence_batching;
+  /// Instances the model runs (cores that pin requests to instances need it).
+  std::size_t instances = 1;
+  /// Test hook (Triton's TRITONSERVER_BACKLOG_DELAY_SCHEDULER): the sequence batcher also
+  /// forms no batch until this many requests wait in its backlog, once. 0: off.
+  std::size_t hold_until_backlogged = 0;
 };
 
 /// A pure decision core: owns the waiting requests and answers events with decisions, given the
@@ -65,6 +74,44 @@ concept scheduler_core = std::constructible_from<C, const scheduler_settings&> &
   /// The earliest queue timeout alone, or `never`.
   { ccore.next_timeout() } -> std::same_as<time_point>;
   { ccore.size() } -> std::same_as<std::size_t>;
+};
+
+/// What a pinned core answers to a new request: accepted (and which instance now has work to
+/// do, if any), or refused with the reason.
+struct routing {
+  static constexpr std::size_t no_instance = static_cast<std::size_t>(-1);
+  status result;                      ///< not ok: refused; the request was not taken
+  std::size_t instance = no_instance; ///< the instance to wake, if any
+};
+
+/// A decision core whose requests belong to one instance (the sequence batcher: a sequence
+/// stays on its instance and slot). Shells ask it for a batch *for an instance*, tell it when
+/// that batch has executed, and route wake-ups to the instance it names. The queries and
+/// decisions are as for scheduler_core, all on one thread at a time.
+template <class C>
+concept pinned_scheduler_core = std::constructible_from<C, const scheduler_settings&> &&
+    requires(C& core, const C& ccore, pending_ptr& p, time_point now, std::size_t instance,
+             batch_plan& plan, early_exits& exits, std::vector<sequence_end>& ended) {
+  /// Takes `p` (leaving it null) or refuses it, leaving it in place.
+  { core.enqueue(p, now) } -> std::same_as<routing>;
+  /// Called when `instance` is free: true and a batch in `plan`, or false (wait). Either way
+  /// `plan.ended` lists sequences of the instance that ended without an END.
+  { core.form_batch(instance, now, plan, exits) } -> std::same_as<bool>;
+  /// The batch `plan` formed for `instance` has executed (called before plan is cleared).
+  core.batch_done(instance, now, plan);
+  core.expire(now, exits);
+  core.collect_cancelled(exits);
+  core.drain(exits);
+  core.flush();
+  /// Ends every sequence of `instance` still holding a slot (the model shuts down).
+  core.close_instance(instance, ended);
+  { ccore.next_deadline(instance) } -> std::same_as<time_point>;
+  { ccore.next_timeout() } -> std::same_as<time_point>;
+  { ccore.size() } -> std::same_as<std::size_t>;
+  /// Slots (direct) or candidate sequences (oldest) per instance.
+  { ccore.slots_per_instance() } -> std::same_as<std::size_t>;
+  /// Whether `instance` has sequences ended but not yet reported through form_batch.
+  { ccore.has_ended(instance) } -> std::same_as<bool>;
 };
 
 } // namespace servekit

@@ -44,7 +44,13 @@ inline void answer_early_exits(early_exits& exits, model_statistics& stats, time
     stats.record_early_failure(failure_reason::canceled, elapsed_ns(p->request.arrival, now));
     deliver(*p, response::failure(cancelled("Request cancelled"), p->request.id));
   }
-  const auto n = exits.timed_out.size() + exits.cancelled.size();
+  for (auto& p : exits.sequence_timed_out) {
+    stats.record_early_failure(failure_reason::rejected, elapsed_ns(p->request.arrival, now));
+    deliver(*p, response::failure(unavailable("timeout of the corresponding sequence has been "
+                                              "expired"),
+                                  p->request.id));
+  }
+  const auto n = exits.timed_out.size() + exits.cancelled.size() + exits.sequence_timed_out.size();
   if (n != 0) {
     stats.add_pending(-static_cast<std::int64_t>(n));
   }

@@ -1,0 +1,468 @@
+#pragma once
+/// \file
+/// sequence_shell: runs the sequence batcher's cores (requests pinned to instances) and a
+/// model's backend instances on real threads, with control inputs and implicit state.
+
+#include <servekit/backend/backend.hpp>
+#include <servekit/backend/batch.hpp>
+#include <servekit/backend/sequence_controls.hpp>
+#include <servekit/core/request.hpp>
+#include <servekit/core/response.hpp>
+#include <servekit/core/response_sink.hpp>
+#include <servekit/metrics/statistics.hpp>
+#include <servekit/runtime/detail/control_tensors.hpp>
+#include <servekit/runtime/detail/cpu_relax.hpp>
+#include <servekit/runtime/detail/finish.hpp>
+#include <servekit/runtime/detail/instances.hpp>
+#include <servekit/runtime/detail/parking_spot.hpp>
+#include <servekit/runtime/instance_group.hpp>
+#include <servekit/runtime/model_options.hpp>
+#include <servekit/runtime/resolved_config.hpp>
+#include <servekit/runtime/threaded_shell.hpp>
+#include <servekit/schedule/scheduler.hpp>
+#include <servekit/state/state_store.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace servekit {
+
+/// Drives pinned decision core `Core` (direct_sequence_core or oldest_sequence_core) with one
+/// thread per `Backend` instance and keeps implicit state in a `Store`.
+///
+/// Submitting takes the core's lock briefly: whether a request is accepted depends on the
+/// sequences open at that moment (Triton's START-flag rule), and the answer is the return
+/// value. The core names the instance that received work and only that instance is woken. Each
+/// instance thread forms its own batches; before executing it binds every entry's state and
+/// control inputs, after executing it takes the output state back, ends finished sequences in
+/// the store and tells the backend (optional `sequence_ended` hook). A timekeeper thread
+/// applies idle expiry and backlog timeouts.
+///
+/// `model<Backend, sequence_batcher<...>, ...>` builds one.
+template <class Backend, pinned_scheduler_core Core, state_store Store>
+class sequence_shell {
+public:
+  using traits = backend_traits<Backend>;
+
+  sequence_shell(const model_options& options, const resolved_config& config,
+                 std::vector<instance_placement> placements, model_statistics& stats)
+      : options_{options}, config_{config}, stats_{stats}, core_{with_instances(config.scheduler,
+                                                                                placements.size())},
+        store_{store_config(options, config, placements.size() * core_.slots_per_instance())},
+        controls_{config.scheduler.sequence_batching}, placements_{std::move(placements)},
+        lanes_(placements_.size()) {
+    instances_ = detail::create_instances<Backend>(options_, config_, placements_);
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      instances_[i]->thread = std::thread{[this, i] { run_instance(i); }};
+    }
+    timekeeper_ = std::thread{[this] { run_timekeeper(); }};
+  }
+
+  sequence_shell(const sequence_shell&) = delete;
+  sequence_shell& operator=(const sequence_shell&) = delete;
+
+  ~sequence_shell() { shutdown(shutdown_mode::drain); }
+
+  /// Queues a validated request, or says why not: `invalid_argument` for a request that breaks
+  /// the sequence rules (Triton's messages), `unavailable` while shutting down.
+  [[nodiscard]] status submit(request&& r, response_sink&& sink, std::int64_t elements) {
+    const submit_guard guard{submitters_};
+    if (state_.load(std::memory_order_acquire) != state::running) {
+      return unavailable("model '" + options_.name +
+                         "' is shutting down and accepts no new requests");
+    }
+    r.arrival = clock::now();
+    pending_ptr p = make_pending(std::move(r), std::move(sink));
+    p->batch_elements = elements;
+    routing to;
+    time_point next_timeout = never;
+    {
+      const std::lock_guard lock{core_mutex_};
+      to = core_.enqueue(p, p->request.arrival);
+      if (to.result.ok() && to.instance != routing::no_instance) {
+        lanes_[to.instance].generation.fetch_add(1, std::memory_order_seq_cst);
+      }
+      next_timeout = core_.next_timeout();
+    }
+    if (!to.result.ok()) {
+      return to.result;
+    }
+    stats_.add_pending(1);
+    if (to.instance != routing::no_instance) {
+      wake(to.instance);
+    }
+    if (next_timeout < time_point{duration{timekeeper_target_.load(std::memory_order_seq_cst)}}) {
+      timekeeper_spot_.wake_one();
+    }
+    return {};
+  }
+
+  /// Cancels the requests whose tokens come from `source`, and with each its whole sequence.
+  void cancel(cancellation_source& source) {
+    source.cancel();
+    early_exits exits;
+    {
+      const std::lock_guard lock{core_mutex_};
+      core_.collect_cancelled(exits);
+    }
+    detail::answer_early_exits(exits, stats_, clock::now());
+    wake_all(); // slots may have gone to backlogged sequences; notices wait for their threads
+  }
+
+  /// Stops accepting requests and stops the threads. `drain` executes everything queued (open
+  /// sequences with nothing queued give their slots to the backlog); `cancel` answers it with
+  /// `cancelled`. Sequences still open are ended with reason `shutdown`. Idempotent.
+  void shutdown(shutdown_mode mode) {
+    state expected = state::running;
+    const state next = mode == shutdown_mode::drain ? state::draining : state::cancelling;
+    if (state_.compare_exchange_strong(expected, next, std::memory_order_acq_rel)) {
+      while (submitters_.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();
+      }
+      early_exits exits;
+      {
+        const std::lock_guard lock{core_mutex_};
+        if (mode == shutdown_mode::cancel) {
+          core_.drain(exits);
+        }
+        core_.flush();
+      }
+      detail::answer_early_exits(exits, stats_, clock::now());
+      wake_all();
+    }
+    const std::lock_guard join_lock{join_mutex_};
+    for (auto& in : instances_) {
+      if (in->thread.joinable()) {
+        in->thread.join();
+      }
+    }
+    if (timekeeper_.joinable()) {
+      timekeeper_stop_.store(true, std::memory_order_seq_cst);
+      timekeeper_spot_.wake_all();
+      timekeeper_.join();
+    }
+  }
+
+  [[nodiscard]] std::size_t instance_count() const noexcept { return instances_.size(); }
+  /// The implicit-state store (its live_sequences() and bytes_in_use() are safe to read).
+  [[nodiscard]] const Store& states() const noexcept { return store_; }
+
+private:
+  enum class state : std::uint8_t { running, draining, cancelling };
+  using instance = detail::backend_instance<Backend>;
+
+  static constexpr duration spin_before_sleep = std::chrono::microseconds{20};
+
+  /// An instance's wake-up channel: work routed to it bumps `generation`.
+  struct alignas(64) lane {
+    std::atomic<std::uint64_t> generation{0};
+    std::atomic<bool> idle{false};
+    detail::parking_spot spot;
+  };
+
+  struct submit_guard {
+    explicit submit_guard(std::atomic<int>& n) noexcept : count{n} {
+      count.fetch_add(1, std::memory_order_seq_cst);
+    }
+    ~submit_guard() { count.fetch_sub(1, std::memory_order_release); }
+    submit_guard(const submit_guard&) = delete;
+    submit_guard& operator=(const submit_guard&) = delete;
+    std::atomic<int>& count;
+  };
+
+  static scheduler_settings with_instances(scheduler_settings s, std::size_t instances) {
+    s.instances = instances;
+    return s;
+  }
+
+  static state_store_config store_config(const model_options& options,
+                                         const resolved_config& config, std::size_t slots) {
+    state_store_config c;
+    c.model_name = options.name;
+    c.states = config.scheduler.sequence_batching.state;
+    c.slots = slots;
+    c.batched = config.max_batch_size > 0;
+    for (const auto& o : config.outputs) {
+      c.model_outputs.push_back(o.name);
+    }
+    c.model_directory = options.directory;
+    return c;
+  }
+
+  // -- waking ------------------------------------------------------------------------------------
+
+  void wake(std::size_t i) noexcept {
+    if (lanes_[i].idle.load(std::memory_order_seq_cst)) {
+      lanes_[i].spot.wake_one();
+    }
+  }
+
+  void wake_all() noexcept {
+    for (auto& l : lanes_) {
+      l.generation.fetch_add(1, std::memory_order_seq_cst);
+      l.spot.wake_all();
+    }
+  }
+
+  // -- instance threads --------------------------------------------------------------------------
+
+  void run_instance(std::size_t index) {
+    instance& self = *instances_[index];
+    lane& my = lanes_[index];
+    batch_plan plan;
+    early_exits exits;
+    batch b;
+    std::vector<request> padding(core_.slots_per_instance());
+    std::vector<status> bound; // per entry: how binding its state went
+    bool executed = false;
+    for (;;) {
+      bool formed = false;
+      bool finished = false;
+      bool emptied = false;
+      time_point deadline = never;
+      std::uint64_t generation = 0;
+      {
+        const std::lock_guard lock{core_mutex_};
+        const time_point now = clock::now();
+        if (executed) {
+          core_.batch_done(index, now, plan);
+          plan.clear();
+          emptied = state_.load(std::memory_order_acquire) != state::running && core_.size() == 0;
+        }
+        formed = core_.form_batch(index, now, plan, exits);
+        if (!formed) {
+          finished = state_.load(std::memory_order_acquire) != state::running && core_.size() == 0;
+          if (finished) {
+            core_.close_instance(index, plan.ended);
+          }
+          deadline = core_.next_deadline(index);
+          generation = my.generation.load(std::memory_order_relaxed);
+        }
+      }
+      executed = false;
+      end_sequences(self, plan.ended);
+      if (!exits.empty()) {
+        detail::answer_early_exits(exits, stats_, clock::now());
+      }
+      if (emptied) {
+        wake_all(); // the others may be waiting for the last queued request to go
+      }
+      if (formed) {
+        execute(self, plan, b, padding, bound);
+        executed = true;
+        continue;
+      }
+      if (finished) {
+        return;
+      }
+      if (!spin_for_work(my, deadline, generation)) {
+        park(my, deadline, generation);
+      }
+    }
+  }
+
+  [[nodiscard]] bool spin_for_work(const lane& my, time_point deadline,
+                                   std::uint64_t generation) const noexcept {
+    const time_point until = std::min(clock::now() + spin_before_sleep, deadline);
+    for (unsigned i = 1;; ++i) {
+      if (my.generation.load(std::memory_order_relaxed) != generation ||
+          state_.load(std::memory_order_relaxed) != state::running) {
+        return true;
+      }
+      if (i < 32) {
+        detail::cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
+      if (i % 8 == 0 && clock::now() >= until) {
+        return false;
+      }
+    }
+  }
+
+  /// Sleeps until `deadline` unless work was routed here since `generation` (Dekker's pattern
+  /// with wake(): either the waker sees `idle` or this thread sees the new generation).
+  void park(lane& my, time_point deadline, std::uint64_t generation) {
+    my.idle.store(true, std::memory_order_seq_cst);
+    const std::uint32_t seen = my.spot.epoch();
+    if (my.generation.load(std::memory_order_seq_cst) == generation &&
+        state_.load(std::memory_order_seq_cst) == state::running) {
+      my.spot.wait(seen, deadline);
+    }
+    my.idle.store(false, std::memory_order_seq_cst);
+  }
+
+  /// Frees the state of sequences that left their slots and tells the backend.
+  void end_sequences(instance& self, std::vector<sequence_end>& ended) {
+    for (const auto& e : ended) {
+      end_sequence(self, e);
+    }
+    ended.clear();
+  }
+
+  void end_sequence(instance& self, const sequence_end& e) {
+    store_.release(global_slot(self, e.slot));
+    if constexpr (has_sequence_end_hook<Backend>) {
+      try {
+        self.backend->sequence_ended(e);
+      } catch (...) { // NOLINT(bugprone-empty-catch): a hook must not take down the instance
+      }
+    }
+  }
+
+  [[nodiscard]] std::size_t global_slot(const instance& self, std::uint32_t slot) const noexcept {
+    return self.context.instance_index * core_.slots_per_instance() + slot;
+  }
+
+  // -- the timekeeper ----------------------------------------------------------------------------
+
+  /// Applies idle expiry and backlog timeouts at their deadlines, even while every instance is
+  /// busy, then wakes the instances (a reaped slot may have gone to a backlogged sequence).
+  void run_timekeeper() {
+    early_exits exits;
+    time_point due = never;
+    while (!timekeeper_stop_.load(std::memory_order_seq_cst)) {
+      time_point next = never;
+      const time_point now = clock::now();
+      {
+        const std::lock_guard lock{core_mutex_};
+        core_.expire(now, exits);
+        next = core_.next_timeout();
+      }
+      if (!exits.empty()) {
+        detail::answer_early_exits(exits, stats_, clock::now());
+      }
+      if (now >= due) {
+        wake_all();
+      }
+      due = next;
+      const std::uint32_t seen = timekeeper_spot_.epoch();
+      timekeeper_target_.store(next.time_since_epoch().count(), std::memory_order_seq_cst);
+      std::uint64_t fresh = 0;
+      {
+        const std::lock_guard lock{core_mutex_};
+        fresh = static_cast<std::uint64_t>(core_.next_timeout() < next);
+      }
+      if (fresh != 0 || timekeeper_stop_.load(std::memory_order_seq_cst)) {
+        continue; // a submit made an earlier deadline between the two looks
+      }
+      timekeeper_spot_.wait(seen, next);
+    }
+  }
+
+  // -- execution ---------------------------------------------------------------------------------
+
+  void execute(instance& self, batch_plan& plan, batch& b, std::vector<request>& padding,
+               std::vector<status>& bound) {
+    const std::size_t n = plan.requests.size();
+    const request* model = nullptr; // the first real request: padding copies its inputs
+    std::size_t real = 0;
+    for (const auto& p : plan.requests) {
+      if (p) {
+        model = model == nullptr ? &p->request : model;
+        ++real;
+      }
+    }
+    // State and controls first: padding copies a real request's full set of inputs.
+    bound.assign(n, status{});
+    for (std::size_t i = 0; i < n; ++i) {
+      if (auto& p = plan.requests[i]) {
+        const sequence_controls& c = plan.sequence[i];
+        bound[i] = store_.bind(global_slot(self, c.slot), c.start, p->request);
+        controls_.write(p->request, c, p->request.sequence_id);
+      }
+    }
+    b.clear();
+    b.bind(self.context, traits::decoupled);
+    b.bind_sequence(plan.sequence.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (auto& p = plan.requests[i]) {
+        b.add(p->request, p->batch_elements, p->sink);
+      } else {
+        request& stand_in = padding[i];
+        stand_in.inputs.clear();
+        for (const auto& t : model->inputs) {
+          stand_in.inputs.push_back(tensor{t.name, t.type, t.shape, buffer::zeroed(t.data.size())});
+        }
+        controls_.write(stand_in, plan.sequence[i], correlation_id{});
+        b.add(stand_in, 1, discard_);
+      }
+    }
+    stats_.add_pending(-static_cast<std::int64_t>(real));
+
+    const time_point start = clock::now();
+    const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
+    const time_point end = clock::now();
+
+    model_statistics::execution e = detail::execution_record(self.context.instance_index, b, start,
+                                                             end, plan.elements, real, plan.reason);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto& p = plan.requests[i];
+      if (!p) {
+        continue;
+      }
+      const sequence_controls& c = plan.sequence[i];
+      response& r = b.response(i);
+      if (failure) {
+        r = response::failure(internal_error("backend of model '" + options_.name +
+                                             "' failed in instance '" + self.placement.name +
+                                             "': " + *failure));
+      } else if (!bound[i].ok()) {
+        r = response::failure(bound[i]);
+      }
+      if (auto s = store_.update(global_slot(self, c.slot), p->request, r); !s.ok() && r.ok()) {
+        r = response::failure(std::move(s));
+      }
+      detail::finish_response(p->request, r);
+      detail::count_request(e, p->request, p->batch_elements, r.ok(), start, end);
+    }
+    stats_.record_execution(e);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (auto& p = plan.requests[i]) {
+        const sequence_controls& c = plan.sequence[i];
+        if (c.end) { // before the response: a client that saw it finds the state freed
+          end_sequence(self, {p->request.sequence_id, c.slot, sequence_end_reason::end});
+        }
+        detail::deliver(*p, std::move(b.response(i)));
+      }
+    }
+    b.clear();
+  }
+
+  // The model's configuration and statistics (the model owns them and outlives this shell).
+  const model_options& options_;
+  const resolved_config& config_;
+  model_statistics& stats_;
+
+  std::mutex core_mutex_;
+  Core core_;
+  Store store_;
+  detail::control_tensors controls_;
+  std::vector<instance_placement> placements_;
+  std::vector<lane> lanes_;
+  std::vector<std::unique_ptr<instance>> instances_;
+  response_sink discard_{[](response&&) {}};
+
+  // The timekeeper.
+  std::thread timekeeper_;
+  detail::parking_spot timekeeper_spot_;
+  std::atomic<duration::rep> timekeeper_target_{never.time_since_epoch().count()};
+  std::atomic<bool> timekeeper_stop_{false};
+
+  // Lifecycle.
+  std::atomic<state> state_{state::running};
+  std::atomic<int> submitters_{0};
+  std::mutex join_mutex_;
+};
+
+} // namespace servekit
