@@ -8,4 +8,5 @@
 #include <servekit/backend/batch_io.hpp>
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/request_validator.hpp>
+#include <servekit/backend/sequence_controls.hpp>
 #include <servekit/backend/tensor_spec.hpp>

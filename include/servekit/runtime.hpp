@@ -6,5 +6,6 @@
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
+#include <servekit/runtime/sequence_shell.hpp>
 #include <servekit/runtime/simulated_shell.hpp>
 #include <servekit/runtime/threaded_shell.hpp>

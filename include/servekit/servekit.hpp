@@ -9,3 +9,4 @@
 #include <servekit/queue.hpp>
 #include <servekit/runtime.hpp>
 #include <servekit/schedule.hpp>
+#include <servekit/state.hpp>
