@@ -60,10 +60,10 @@ struct observations {
   std::condition_variable ended_cv;
   std::atomic<int> executing{0}; ///< per test: sequences executing right now, checked below
   std::map<std::string, int> in_execution;
-  bool overlap = false;   ///< a sequence executed twice at once, or twice in one batch
-  bool mismatch = false;  ///< a control tensor disagreed with the typed accessors
-  gate* hold = nullptr;   ///< when set, execute waits here
-  bool fail_next = false; ///< the next execution throws
+  bool overlap = false;               ///< a sequence executed twice at once, or twice in one batch
+  bool mismatch = false;              ///< a control tensor disagreed with the typed accessors
+  gate* hold = nullptr;               ///< when set, execute waits here
+  std::atomic<bool> fail_next{false}; ///< the next execution throws
   std::vector<std::int32_t> start_states; ///< INPUT_STATE handed to each START request
 };
 observations* seen = nullptr; // NOLINT: test-only global, set by each test
@@ -90,7 +90,7 @@ struct accumulator {
       EXPECT_TRUE(seen->hold->wait());
     }
     record_entry(b);
-    if (std::exchange(seen->fail_next, false)) {
+    if (seen->fail_next.exchange(false)) {
       leave(b);
       throw std::runtime_error("injected failure");
     }

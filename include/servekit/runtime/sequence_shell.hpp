@@ -223,7 +223,8 @@ private:
     early_exits exits;
     batch b;
     std::vector<request> padding(core_.slots_per_instance());
-    std::vector<status> bound; // per entry: how binding its state went
+    std::vector<status> bound;                // per entry: how binding its state went
+    response_sink discard{[](response&&) {}}; // padding entries' (never called)
     bool executed = false;
     for (;;) {
       bool formed = false;
@@ -258,7 +259,7 @@ private:
         wake_all(); // the others may be waiting for the last queued request to go
       }
       if (formed) {
-        execute(self, plan, b, padding, bound);
+        execute(self, plan, b, padding, bound, discard);
         executed = true;
         continue;
       }
@@ -363,7 +364,7 @@ private:
   // -- execution ---------------------------------------------------------------------------------
 
   void execute(instance& self, batch_plan& plan, batch& b, std::vector<request>& padding,
-               std::vector<status>& bound) {
+               std::vector<status>& bound, response_sink& discard) {
     const std::size_t n = plan.requests.size();
     const request* model = nullptr; // the first real request: padding copies its inputs
     std::size_t real = 0;
@@ -373,13 +374,13 @@ private:
         ++real;
       }
     }
-    // State and controls first: padding copies a real request's full set of inputs.
+    // State first: a padding entry gets zeros shaped like a real entry's inputs, state
+    // included, so that the batch gathers; then each entry gets its own control values.
     bound.assign(n, status{});
     for (std::size_t i = 0; i < n; ++i) {
       if (auto& p = plan.requests[i]) {
         const sequence_controls& c = plan.sequence[i];
         bound[i] = store_.bind(global_slot(self, c.slot), c.start, p->request);
-        controls_.write(p->request, c, p->request.sequence_id);
       }
     }
     b.clear();
@@ -388,15 +389,17 @@ private:
     for (std::size_t i = 0; i < n; ++i) {
       if (auto& p = plan.requests[i]) {
         b.add(p->request, p->batch_elements, p->sink);
-      } else {
-        request& stand_in = padding[i];
-        stand_in.inputs.clear();
-        for (const auto& t : model->inputs) {
-          stand_in.inputs.push_back(tensor{t.name, t.type, t.shape, buffer::zeroed(t.data.size())});
-        }
-        controls_.write(stand_in, plan.sequence[i], correlation_id{});
-        b.add(stand_in, 1, discard_);
+        continue;
       }
+      request& stand_in = padding[i];
+      stand_in.inputs.clear();
+      for (const auto& t : model->inputs) {
+        stand_in.inputs.push_back(tensor{t.name, t.type, t.shape, buffer::zeroed(t.data.size())});
+      }
+      b.add(stand_in, 1, discard);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      controls_.write(b.request(i), plan.sequence[i], b.request(i).sequence_id);
     }
     stats_.add_pending(-static_cast<std::int64_t>(real));
 
@@ -451,7 +454,6 @@ private:
   std::vector<instance_placement> placements_;
   std::vector<lane> lanes_;
   std::vector<std::unique_ptr<instance>> instances_;
-  response_sink discard_{[](response&&) {}};
 
   // The timekeeper.
   std::thread timekeeper_;
