@@ -32,11 +32,11 @@ struct backend {
         continue;
       }
       const servekit::request& r = b.request(i);
-      // Every tensor is [1, 1] here: the batch dimension (1 per request), then dims [1].
+      // INPUT, INPUT_STATE and the outputs are [1, 1]: the batch dimension, then dims [1].
       const std::int32_t value = r.find_input("INPUT")->values<std::int32_t>()[0];
-      // START is a control input the sequence batcher adds: int32 1 on a sequence's first
-      // request, 0 otherwise (config `int32_false_true: [0, 1]`). Without the tensor in the
-      // config, the same flag is available as `b.sequence(i).start`.
+      // START is a control input the sequence batcher adds, shape [1]: int32 1 on a sequence's
+      // first request, 0 otherwise (config `int32_false_true: [0, 1]`). The typed accessor gives
+      // the same flag without declaring the tensor: `const bool start = b.sequence(i).start;`
       const bool start = r.find_input("START")->values<std::int32_t>()[0] == 1;
       // On START, Triton hands the model uninitialised state (servekit zero-fills it), so a
       // portable model ignores INPUT_STATE there.

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <latch>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -118,7 +119,7 @@ bool run(const char* label, const servekit::model_options& options) {
   fmt::print("{}: {} sequences x {} steps, {} wrong, {} errors\n", label, total_sequences, steps,
              wrong.load(), errors.load());
   fmt::print(
-      "  {} executions, mean batch size {:.2f} ({:.2f} requests), {} sequences ended\n",
+      "  {} executions, mean batch size {:.2f} ({:.2f} requests), {} ended by END\n",
       stats.execution_count, static_cast<double>(elements) / static_cast<double>(executions),
       static_cast<double>(stats.inference_count) / static_cast<double>(executions),
       accumulate::ended_by_reason[static_cast<std::size_t>(servekit::sequence_end_reason::end)]

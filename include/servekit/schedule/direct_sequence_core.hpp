@@ -193,9 +193,6 @@ public:
   }
   [[nodiscard]] time_point next_timeout() const noexcept { return table_.next_timeout(); }
   [[nodiscard]] std::size_t size() const noexcept { return table_.queued(); }
-  [[nodiscard]] bool has_ended(std::size_t instance) const noexcept {
-    return table_.has_ended(instance);
-  }
   [[nodiscard]] const detail::sequence_table& table() const noexcept { return table_; }
   [[nodiscard]] std::size_t slots_per_instance() const noexcept { return table_.slots(); }
 

@@ -156,9 +156,6 @@ public:
     }
     return n;
   }
-  [[nodiscard]] bool has_ended(std::size_t instance) const noexcept {
-    return table_.has_ended(instance);
-  }
   [[nodiscard]] const detail::sequence_table& table() const noexcept { return table_; }
   [[nodiscard]] std::size_t slots_per_instance() const noexcept { return table_.slots(); }
 

@@ -110,8 +110,6 @@ concept pinned_scheduler_core = std::constructible_from<C, const scheduler_setti
   { ccore.size() } -> std::same_as<std::size_t>;
   /// Slots (direct) or candidate sequences (oldest) per instance.
   { ccore.slots_per_instance() } -> std::same_as<std::size_t>;
-  /// Whether `instance` has sequences ended but not yet reported through form_batch.
-  { ccore.has_ended(instance) } -> std::same_as<bool>;
 };
 
 } // namespace servekit

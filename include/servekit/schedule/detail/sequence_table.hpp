@@ -203,9 +203,6 @@ public:
                std::make_move_iterator(mine.end()));
     mine.clear();
   }
-  [[nodiscard]] bool has_ended(std::size_t instance) const noexcept {
-    return !ended_[instance].empty();
-  }
 
   /// Applies idle expiry and backlog timeouts due at `now`.
   void expire(time_point now, early_exits& exits) {

@@ -1,0 +1,11 @@
+// expect: must model servekit::state_store
+#include "archetypes/minimal_backend.hpp"
+
+#include <servekit/runtime/model.hpp>
+
+/// Not a state store: it has none of bind/update/release.
+struct not_a_store {};
+
+[[maybe_unused]] constexpr auto size =
+    sizeof(servekit::model<archetypes::minimal_backend,
+                           servekit::sequence_batcher<servekit::direct, not_a_store>>);
