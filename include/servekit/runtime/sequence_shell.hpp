@@ -224,6 +224,7 @@ private:
     batch b;
     std::vector<request> padding(core_.slots_per_instance());
     std::vector<status> bound;                // per entry: how binding its state went
+    std::vector<std::size_t> woken;           // other instances this one gave work to
     response_sink discard{[](response&&) {}}; // padding entries' (never called)
     bool executed = false;
     for (;;) {
@@ -249,7 +250,12 @@ private:
           deadline = core_.next_deadline(index);
           generation = my.generation.load(std::memory_order_relaxed);
         }
+        mark_woken(index, woken);
       }
+      for (const std::size_t other : woken) {
+        wake(other);
+      }
+      woken.clear();
       executed = false;
       end_sequences(self, plan.ended);
       if (!exits.empty()) {
@@ -268,6 +274,17 @@ private:
       }
       if (!spin_for_work(my, deadline, generation)) {
         park(my, deadline, generation);
+      }
+    }
+  }
+
+  /// Under the core's lock: instances other than `self` that a promotion from the backlog gave
+  /// work to (a drain, an expiry or a cancellation can free a slot of any instance).
+  void mark_woken(std::size_t self, std::vector<std::size_t>& out) {
+    for (std::size_t i = 0; i < lanes_.size(); ++i) {
+      if (core_.take_woken(i) && i != self) {
+        lanes_[i].generation.fetch_add(1, std::memory_order_seq_cst);
+        out.push_back(i);
       }
     }
   }

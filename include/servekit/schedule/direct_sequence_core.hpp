@@ -195,6 +195,10 @@ public:
   [[nodiscard]] std::size_t size() const noexcept { return table_.queued(); }
   [[nodiscard]] const detail::sequence_table& table() const noexcept { return table_; }
   [[nodiscard]] std::size_t slots_per_instance() const noexcept { return table_.slots(); }
+  /// Whether a backlogged sequence got a slot of `instance` since the last call.
+  [[nodiscard]] bool take_woken(std::size_t instance) noexcept {
+    return table_.take_woken(instance);
+  }
 
 private:
   void after_table_change() { table_.promoted().clear(); }

@@ -108,6 +108,9 @@ concept pinned_scheduler_core = std::constructible_from<C, const scheduler_setti
   { ccore.next_deadline(instance) } -> std::same_as<time_point>;
   { ccore.next_timeout() } -> std::same_as<time_point>;
   { ccore.size() } -> std::same_as<std::size_t>;
+  /// Whether work reached `instance` other than through enqueue (a backlogged sequence got one
+  /// of its slots while another instance formed a batch); clears the flag.
+  { core.take_woken(instance) } -> std::same_as<bool>;
   /// Slots (direct) or candidate sequences (oldest) per instance.
   { ccore.slots_per_instance() } -> std::same_as<std::size_t>;
 };

@@ -196,6 +196,11 @@ public:
   /// releases their first request into its batcher).
   [[nodiscard]] std::vector<std::uint32_t>& promoted() noexcept { return promoted_; }
 
+  /// Whether a backlogged sequence got a slot of `instance` since the last call.
+  [[nodiscard]] bool take_woken(std::size_t instance) noexcept {
+    return std::exchange(woken_[instance], std::uint8_t{0}) != 0;
+  }
+
   /// Moves the instance's ended-sequence notices into `out`.
   void take_ended(std::size_t instance, std::vector<sequence_end>& out) {
     auto& mine = ended_[instance];
@@ -361,6 +366,7 @@ private:
     promoted.last_request = std::max(promoted.last_request, last_event_);
     bind(next, instance, slot);
     promoted_.push_back(next);
+    woken_[instance] = 1;
   }
 
   void leave_slot(std::uint32_t index) {
@@ -494,6 +500,7 @@ private:
   time_point last_event_{};                  ///< the latest time the table was told
   std::vector<std::vector<sequence_end>> ended_;
   std::vector<std::uint32_t> promoted_;
+  std::vector<std::uint8_t> woken_; ///< per instance: a promotion gave it work
 };
 
 } // namespace servekit::detail
