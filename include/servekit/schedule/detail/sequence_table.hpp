@@ -72,7 +72,7 @@ public:
                  data_type corrid_type)
       : model_name_{std::move(model_name)}, instances_{instances}, slots_{slots}, idle_{idle},
         corrid_type_{corrid_type}, owners_(instances * slots, sequence_record::none),
-        ended_(instances) {
+        ended_(instances), woken_(instances, 0) {
     for (std::size_t s = 0; s < slots; ++s) {
       for (std::size_t i = 0; i < instances; ++i) {
         free_.emplace(static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(i));
