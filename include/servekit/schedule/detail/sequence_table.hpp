@@ -80,6 +80,18 @@ public:
     }
   }
 
+  sequence_table(const sequence_table&) = delete;
+  sequence_table& operator=(const sequence_table&) = delete;
+
+  /// Frees requests still queued (shells drain first; a core dropped by a test may not).
+  ~sequence_table() {
+    for (std::uint32_t i = 0; i < records_.size(); ++i) {
+      while (record(i).head != nullptr) {
+        pop_head(i);
+      }
+    }
+  }
+
   [[nodiscard]] std::size_t instances() const noexcept { return instances_; }
   [[nodiscard]] std::size_t slots() const noexcept { return slots_; }
   [[nodiscard]] std::size_t queued() const noexcept { return queued_; }
