@@ -15,6 +15,8 @@
 // See docs/benchmarks.md for what each figure means and for our results.
 #include "baseline/mutex_batcher.hpp"
 
+#include "bench_support.hpp"
+
 #include <servekit/servekit.hpp>
 
 #include <fmt/format.h>
@@ -197,15 +199,6 @@ struct process_usage {
   }
 };
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) {
-    return 0.0;
-  }
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 /// The CPUs this process may run on (all of them if the query fails).
 std::vector<std::size_t> allowed_cpus() {
   std::vector<std::size_t> cpus;
@@ -327,7 +320,7 @@ double pingpong_us(int rounds, std::optional<std::pair<std::size_t, std::size_t>
   go.store(true, std::memory_order_release);
   ping.join();
   pong.join();
-  return percentile(one_way, 0.5);
+  return bench_support::percentile(one_way, 0.5);
 }
 
 // -- latency: one request in flight -------------------------------------------------------------
@@ -392,8 +385,8 @@ latency_result measure_latency(one_response& flag, int samples, Submit&& submit,
       us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
   }
-  out.p50_us = percentile(us, 0.5);
-  out.p99_us = percentile(us, 0.99);
+  out.p50_us = bench_support::percentile(us, 0.5);
+  out.p99_us = bench_support::percentile(us, 0.99);
   return out;
 }
 
@@ -625,12 +618,7 @@ settings parse(int argc, char** argv) {
         }
         seconds_given = true;
       } else {
-        std::size_t from = 0;
-        while (from <= value.size()) {
-          const std::size_t comma = std::min(value.find(',', from), value.size());
-          s.only.insert(value.substr(from, comma - from));
-          from = comma + 1;
-        }
+        bench_support::add_names(value, s.only);
       }
     } else if (arg == "--help" || arg == "-h") {
       usage("help");
@@ -642,40 +630,6 @@ settings parse(int argc, char** argv) {
     s.seconds = 1.0;
   }
   return s;
-}
-
-/// The 1-minute load average: how busy the (shared) machine was when the run started.
-double load_average() {
-  double load = -1.0;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) {
-      load = -1.0;
-    }
-    std::fclose(f);
-  }
-  return load;
-}
-
-std::string cpu_model() {
-  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
-  if (f == nullptr) {
-    return "unknown";
-  }
-  std::array<char, 512> line{};
-  std::string out = "unknown";
-  while (std::fgets(line.data(), static_cast<int>(line.size()), f) != nullptr) {
-    const std::string_view l{line.data()};
-    if (l.starts_with("model name")) {
-      const auto colon = l.find(':');
-      out = std::string{l.substr(colon + 2)};
-      while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) {
-        out.pop_back();
-      }
-      break;
-    }
-  }
-  std::fclose(f);
-  return out;
 }
 
 } // namespace
@@ -712,14 +666,15 @@ int main(int argc, char** argv) {
   };
 
   const unsigned cpus = std::thread::hardware_concurrency();
-  const double load = load_average();
+  const double load = bench_support::load_average();
   const std::vector<std::size_t> allowed = allowed_cpus();
   const cpu_plan plan{cfg.where, allowed.front(),
                       allowed.size() > 1 ? allowed[1] : allowed.front()};
   constexpr std::string_view placement_names[] = {"os", "same", "split"};
   const std::string_view placement_name = placement_names[static_cast<std::size_t>(cfg.where)];
   fmt::print("bench_dynamic: {} CPUs ({}), load average {:.2f}, {:.1f} s windows{}, placement {}\n",
-             cpus, cpu_model(), load, cfg.seconds, cfg.quick ? ", quick" : "", placement_name);
+             cpus, bench_support::cpu_model(), load, cfg.seconds, cfg.quick ? ", quick" : "",
+             placement_name);
 
   if (cfg.runs("pingpong")) {
     put("pingpong_us", pingpong_us(pingpong_rounds, std::nullopt));

@@ -14,6 +14,8 @@
 // null backend. Each sequence is a closed loop: step k+1 is submitted from step k's response
 // callback, as soon as the client may; the 64 STARTs are submitted up front (48 wait in the
 // backlog). See docs/benchmarks.md for what each figure means and for our results.
+#include "bench_support.hpp"
+
 #include <servekit/servekit.hpp>
 
 #include <fmt/format.h>
@@ -156,15 +158,6 @@ struct load_result {
   double cpu_us_per_step = 0;      ///< process CPU time (every thread) per step
   std::uint64_t wrong = 0;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) {
-    return 0.0;
-  }
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
 
 /// `reps` repetitions of the closed-loop load (plus one warm-up) on one model. Sequences get
 /// fresh correlation ids each time; every sequence has ended before the next repetition.
@@ -342,12 +335,7 @@ settings parse(int argc, char** argv) {
         usage("missing value");
       }
       const std::string value{argv[++i]};
-      std::size_t from = 0;
-      while (from <= value.size()) {
-        const std::size_t comma = std::min(value.find(',', from), value.size());
-        s.only.insert(value.substr(from, comma - from));
-        from = comma + 1;
-      }
+      bench_support::add_names(value, s.only);
     } else if (arg == "--help" || arg == "-h") {
       usage("help");
     } else {
@@ -360,22 +348,11 @@ settings parse(int argc, char** argv) {
   return s;
 }
 
-double load_average() {
-  double load = -1.0;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) {
-      load = -1.0;
-    }
-    std::fclose(f);
-  }
-  return load;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
   const settings cfg = parse(argc, argv);
-  const double load = load_average();
+  const double load = bench_support::load_average();
   fmt::print("bench_sequence: {} CPUs, load average {:.2f}, {} repetitions of {} sequences x {} "
              "steps on {} instances x {} slots{}\n",
              std::thread::hardware_concurrency(), load, cfg.reps, sequence_count,
@@ -392,7 +369,7 @@ int main(int argc, char** argv) {
   std::uint64_t wrong = 0;
   const auto record = [&](const std::string& prefix, std::string_view label, const load_result& r) {
     wrong += r.wrong;
-    const double mid = median(r.steps_per_s);
+    const double mid = bench_support::median(r.steps_per_s);
     const auto [lo, hi] = std::minmax_element(r.steps_per_s.begin(), r.steps_per_s.end());
     put(prefix + "steps_per_s", mid);
     put(prefix + "steps_per_s_min", *lo);

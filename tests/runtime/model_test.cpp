@@ -2,6 +2,8 @@
 // cancellation, shutdown, ordering and concurrency of instances. No test sleeps to wait for a
 // timing rule: threads are coordinated with latches and gates, and timing rules themselves are
 // tested in virtual time (tests/schedule).
+#include "archetypes/gate.hpp"
+
 #include <servekit/runtime/model.hpp>
 
 #include <gtest/gtest.h>
@@ -23,27 +25,7 @@ using namespace std::chrono_literals;
 using servekit::data_type;
 using servekit::shape;
 
-/// A gate threads wait at until it opens; waits give up after 10 s so a broken test fails
-/// instead of hanging.
-class gate {
-public:
-  void open() {
-    {
-      const std::lock_guard lock{mutex_};
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  [[nodiscard]] bool wait() {
-    std::unique_lock lock{mutex_};
-    return cv_.wait_for(lock, 10s, [&] { return open_; });
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using archetypes::gate;
 
 /// What the test backend does on execute; set by each test before building its model.
 std::function<void(servekit::batch&)> on_execute; // NOLINT: test-only global

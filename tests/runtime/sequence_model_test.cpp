@@ -4,6 +4,8 @@
 // errors at submit, cancellation and shutdown. Timing rules are tested in virtual time
 // (tests/schedule/sequence_batcher_test.cpp); threads here are coordinated with futures and
 // gates, never with sleeps.
+#include "archetypes/gate.hpp"
+
 #include <servekit/runtime/model.hpp>
 #include <servekit/state/host_state_store.hpp>
 
@@ -29,27 +31,7 @@ using namespace std::chrono_literals;
 using servekit::data_type;
 using servekit::shape;
 
-/// A gate threads wait at until it opens; waits give up after 10 s so a broken test fails
-/// instead of hanging.
-class gate {
-public:
-  void open() {
-    {
-      const std::lock_guard lock{mutex_};
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  [[nodiscard]] bool wait() {
-    std::unique_lock lock{mutex_};
-    return cv_.wait_for(lock, 10s, [&] { return open_; });
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using archetypes::gate;
 
 /// What the backends saw, shared by every instance of a test.
 struct observations {

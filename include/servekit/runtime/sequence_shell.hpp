@@ -11,10 +11,10 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/runtime/detail/control_tensors.hpp>
-#include <servekit/runtime/detail/cpu_relax.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
+#include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
@@ -56,8 +56,9 @@ public:
 
   sequence_shell(const model_options& options, const resolved_config& config,
                  std::vector<instance_placement> placements, model_statistics& stats)
-      : options_{options}, config_{config}, stats_{stats}, core_{with_instances(config.scheduler,
-                                                                                placements.size())},
+      : options_{options}, config_{config}, stats_{stats}, core_{detail::with_instances(
+                                                               config.scheduler,
+                                                               placements.size())},
         store_{store_config(options, config, placements.size() * core_.slots_per_instance())},
         controls_{config.scheduler.sequence_batching}, placements_{std::move(placements)},
         lanes_(placements_.size()) {
@@ -76,7 +77,7 @@ public:
   /// Queues a validated request, or says why not: `invalid_argument` for a request that breaks
   /// the sequence rules (Triton's messages), `unavailable` while shutting down.
   [[nodiscard]] status submit(request&& r, response_sink&& sink, std::int64_t elements) {
-    const submit_guard guard{submitters_};
+    const detail::submit_guard guard{submitters_};
     if (state_.load(std::memory_order_acquire) != state::running) {
       return unavailable("model '" + options_.name +
                          "' is shutting down and accepts no new requests");
@@ -161,29 +162,12 @@ private:
   enum class state : std::uint8_t { running, draining, cancelling };
   using instance = detail::backend_instance<Backend>;
 
-  static constexpr duration spin_before_sleep = std::chrono::microseconds{20};
-
   /// An instance's wake-up channel: work routed to it bumps `generation`.
   struct alignas(64) lane {
     std::atomic<std::uint64_t> generation{0};
     std::atomic<bool> idle{false};
     detail::parking_spot spot;
   };
-
-  struct submit_guard {
-    explicit submit_guard(std::atomic<int>& n) noexcept : count{n} {
-      count.fetch_add(1, std::memory_order_seq_cst);
-    }
-    ~submit_guard() { count.fetch_sub(1, std::memory_order_release); }
-    submit_guard(const submit_guard&) = delete;
-    submit_guard& operator=(const submit_guard&) = delete;
-    std::atomic<int>& count;
-  };
-
-  static scheduler_settings with_instances(scheduler_settings s, std::size_t instances) {
-    s.instances = instances;
-    return s;
-  }
 
   static state_store_config store_config(const model_options& options,
                                          const resolved_config& config, std::size_t slots) {
@@ -291,21 +275,10 @@ private:
 
   [[nodiscard]] bool spin_for_work(const lane& my, time_point deadline,
                                    std::uint64_t generation) const noexcept {
-    const time_point until = std::min(clock::now() + spin_before_sleep, deadline);
-    for (unsigned i = 1;; ++i) {
-      if (my.generation.load(std::memory_order_relaxed) != generation ||
-          state_.load(std::memory_order_relaxed) != state::running) {
-        return true;
-      }
-      if (i < 32) {
-        detail::cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
-      if (i % 8 == 0 && clock::now() >= until) {
-        return false;
-      }
-    }
+    return detail::spin_for_work(deadline, [&] {
+      return my.generation.load(std::memory_order_relaxed) != generation ||
+             state_.load(std::memory_order_relaxed) != state::running;
+    });
   }
 
   /// Sleeps until `deadline` unless work was routed here since `generation` (Dekker's pattern

@@ -10,6 +10,7 @@
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/pending_request.hpp>
 #include <servekit/runtime/detail/finish.hpp>
+#include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/schedule/batch_plan.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/scheduler.hpp>
@@ -71,7 +72,7 @@ public:
   static_assert(scheduler_core<core_type> || pinned);
 
   simulated_shell(const scheduler_settings& settings, std::size_t instances, latency_model latency)
-      : core_{with_instances(settings, instances)}, latency_{latency},
+      : core_{detail::with_instances(settings, instances)}, latency_{latency},
         busy_until_(instances, never),
         running_(instances), stats_{static_cast<std::size_t>(std::max(settings.max_batch_size, 1)),
                                     names(instances)} {}
@@ -128,11 +129,6 @@ private:
       return a.at != b.at ? a.at > b.at : a.order > b.order;
     }
   };
-
-  static scheduler_settings with_instances(scheduler_settings s, std::size_t instances) {
-    s.instances = instances;
-    return s;
-  }
 
   static std::vector<std::string> names(std::size_t instances) {
     std::vector<std::string> out;

@@ -10,11 +10,11 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/intake.hpp>
-#include <servekit/runtime/detail/cpu_relax.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
+#include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
@@ -79,7 +79,7 @@ public:
   /// Queues a validated request that counts `elements` toward a batch, or says why not
   /// (`unavailable`: shutting down, or its priority level is full). Any thread, no lock.
   [[nodiscard]] status submit(request&& r, response_sink&& sink, std::int64_t elements) {
-    const submit_guard guard{submitters_};
+    const detail::submit_guard guard{submitters_};
     if (state_.load(std::memory_order_acquire) != state::running) {
       return unavailable("model '" + options_.name +
                          "' is shutting down and accepts no new requests");
@@ -165,21 +165,7 @@ public:
 private:
   enum class state : std::uint8_t { running, draining, cancelling };
 
-  /// How long an instance that ran out of work watches for more before it sleeps.
-  static constexpr duration spin_before_sleep = std::chrono::microseconds{20};
-
   using instance = detail::backend_instance<Backend>;
-
-  /// Counts submits in progress so that shutdown can wait for them to finish their push.
-  struct submit_guard {
-    explicit submit_guard(std::atomic<int>& n) noexcept : count{n} {
-      count.fetch_add(1, std::memory_order_seq_cst);
-    }
-    ~submit_guard() { count.fetch_sub(1, std::memory_order_release); }
-    submit_guard(const submit_guard&) = delete;
-    submit_guard& operator=(const submit_guard&) = delete;
-    std::atomic<int>& count;
-  };
 
   // -- admission: max_queue_size without taking the core's lock -------------------------------
 
@@ -321,27 +307,13 @@ private:
     }
   }
 
-  /// Before sleeping, watches for new work for a few microseconds. Under load the next request
-  /// usually arrives within that window, and an instance that has not gone to sleep costs its
-  /// submitter no futex wake (a system call) and itself no context switch. Spinning instances
-  /// are not counted in idle_, so submitters do not try to wake them.
+  /// Spins briefly before sleeping (see detail::spin_for_work). Spinning instances are not
+  /// counted in idle_, so submitters do not try to wake them.
   [[nodiscard]] bool spin_for_work(time_point deadline, std::uint64_t generation) const noexcept {
-    const time_point until = std::min(clock::now() + spin_before_sleep, deadline);
-    for (unsigned i = 1;; ++i) {
-      if (has_unseen_work() || core_generation_.load(std::memory_order_relaxed) != generation ||
-          state_.load(std::memory_order_relaxed) != state::running) {
-        return true;
-      }
-      // Pause first; then yield, so that a submitter sharing this CPU gets to run.
-      if (i < 32) {
-        detail::cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
-      if (i % 8 == 0 && clock::now() >= until) {
-        return false;
-      }
-    }
+    return detail::spin_for_work(deadline, [&] {
+      return has_unseen_work() || core_generation_.load(std::memory_order_relaxed) != generation ||
+             state_.load(std::memory_order_relaxed) != state::running;
+    });
   }
 
   /// Sleeps until `deadline`, unless work arrived since the core said "nothing to form" at

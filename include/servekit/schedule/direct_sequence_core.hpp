@@ -16,20 +16,6 @@
 
 namespace servekit {
 
-namespace detail {
-/// The data type of the CORRID control, or invalid when there is none.
-[[nodiscard]] inline data_type corrid_type(const sequence_batching_options& o) noexcept {
-  for (const auto& input : o.control_input) {
-    for (const auto& c : input.control) {
-      if (c.kind == control_kind::sequence_corrid) {
-        return c.data_type;
-      }
-    }
-  }
-  return data_type::invalid;
-}
-} // namespace detail
-
 /// Triton's direct strategy, decided when instance `i` is free:
 ///
 /// - Sequences get slots lowest index first; with none free a new sequence waits in a FIFO
@@ -49,12 +35,12 @@ public:
       : table_{s.model_name, std::max<std::size_t>(s.instances, 1),
                static_cast<std::size_t>(std::max(s.max_batch_size, 1)),
                microseconds(s.sequence_batching.idle_microseconds()),
-               detail::corrid_type(s.sequence_batching)},
+               s.sequence_batching.corrid_data_type()},
         compatibility_{s.compatibility},
         min_utilization_{s.sequence_batching.direct.minimum_slot_utilization},
         max_delay_{microseconds(s.sequence_batching.direct.max_queue_delay_microseconds)},
-        hold_until_queued_{s.hold_until_queued}, hold_until_backlogged_{s.hold_until_backlogged},
-        wait_until_(table_.instances(), never), ready_(table_.slots(), false) {}
+        hold_{s.hold_until_queued, s.hold_until_backlogged}, wait_until_(table_.instances(), never),
+        ready_(table_.slots(), false) {}
 
   [[nodiscard]] routing enqueue(pending_ptr& p, time_point now) {
     const auto accepted = table_.enqueue(p, now);
@@ -75,7 +61,7 @@ public:
       after_table_change();
     }
     table_.take_ended(instance, plan.ended);
-    if (holding()) {
+    if (hold_.holding(table_.queued(), table_.backlogged_requests())) {
       return false;
     }
 
@@ -179,8 +165,7 @@ public:
   }
   void flush() noexcept {
     max_delay_ = duration::zero();
-    hold_until_queued_ = 0;
-    hold_until_backlogged_ = 0;
+    hold_.release();
     draining_ = true;
   }
   void close_instance(std::size_t instance, std::vector<sequence_end>& ended) {
@@ -203,20 +188,6 @@ public:
 private:
   void after_table_change() { table_.promoted().clear(); }
 
-  /// The test hooks: hold every batch until enough requests are queued (and backlogged), once.
-  bool holding() noexcept {
-    if (hold_until_queued_ == 0 && hold_until_backlogged_ == 0) {
-      return false;
-    }
-    if (table_.queued() < hold_until_queued_ ||
-        table_.backlogged_requests() < hold_until_backlogged_) {
-      return true;
-    }
-    hold_until_queued_ = 0;
-    hold_until_backlogged_ = 0;
-    return false;
-  }
-
   /// Whether a slot of `instance` still holds a request (it was left out for its shape).
   [[nodiscard]] bool has_mismatch(std::size_t instance) const noexcept {
     for (std::size_t slot = 0; slot < table_.slots(); ++slot) {
@@ -234,8 +205,7 @@ private:
   batch_compatibility compatibility_;
   float min_utilization_;
   duration max_delay_;
-  std::size_t hold_until_queued_;
-  std::size_t hold_until_backlogged_;
+  detail::sequence_hold hold_;
   std::vector<time_point> wait_until_;
   std::vector<bool> ready_;
 };

@@ -6,7 +6,6 @@
 #include <servekit/core/clock.hpp>
 #include <servekit/schedule/batch_plan.hpp>
 #include <servekit/schedule/detail/sequence_table.hpp>
-#include <servekit/schedule/direct_sequence_core.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/scheduler.hpp>
 
@@ -32,8 +31,8 @@ public:
   explicit oldest_sequence_core(const scheduler_settings& s)
       : table_{s.model_name, std::max<std::size_t>(s.instances, 1), candidates(s),
                microseconds(s.sequence_batching.idle_microseconds()),
-               detail::corrid_type(s.sequence_batching)},
-        hold_until_queued_{s.hold_until_queued}, hold_until_backlogged_{s.hold_until_backlogged} {
+               s.sequence_batching.corrid_data_type()},
+        hold_{s.hold_until_queued, s.hold_until_backlogged} {
     scheduler_settings per_instance;
     per_instance.model_name = s.model_name;
     per_instance.max_batch_size = s.max_batch_size;
@@ -71,7 +70,7 @@ public:
       table_.release_waiting_slots();
       after_table_change();
     }
-    if (holding()) {
+    if (hold_.holding(size(), table_.backlogged_requests())) {
       table_.take_ended(instance, plan.ended);
       return false;
     }
@@ -133,8 +132,7 @@ public:
     release_promoted();
   }
   void flush() noexcept {
-    hold_until_queued_ = 0;
-    hold_until_backlogged_ = 0;
+    hold_.release();
     draining_ = true;
     for (auto& b : batchers_) {
       b->flush();
@@ -202,23 +200,10 @@ private:
     release_promoted();
   }
 
-  bool holding() noexcept {
-    if (hold_until_queued_ == 0 && hold_until_backlogged_ == 0) {
-      return false;
-    }
-    if (size() < hold_until_queued_ || table_.backlogged_requests() < hold_until_backlogged_) {
-      return true;
-    }
-    hold_until_queued_ = 0;
-    hold_until_backlogged_ = 0;
-    return false;
-  }
-
   detail::sequence_table table_;
   bool draining_ = false;
   std::vector<std::unique_ptr<dynamic_batch_core<>>> batchers_; // not movable: one each
-  std::size_t hold_until_queued_;
-  std::size_t hold_until_backlogged_;
+  detail::sequence_hold hold_;
 };
 
 } // namespace servekit

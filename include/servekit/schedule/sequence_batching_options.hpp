@@ -132,6 +132,18 @@ struct sequence_batching_options {
   direct_strategy_options direct; ///< used when strategy is direct
   oldest_strategy_options oldest; ///< used when strategy is oldest
 
+  /// The data type of the CORRID control, or invalid when there is none.
+  [[nodiscard]] servekit::data_type corrid_data_type() const noexcept {
+    for (const auto& input : control_input) {
+      for (const auto& c : input.control) {
+        if (c.kind == control_kind::sequence_corrid) {
+          return c.data_type;
+        }
+      }
+    }
+    return data_type::invalid;
+  }
+
   /// The idle limit with Triton's "0 means the default" applied.
   [[nodiscard]] std::uint64_t idle_microseconds() const noexcept {
     return max_sequence_idle_microseconds == 0 ? 1'000'000 : max_sequence_idle_microseconds;

@@ -32,6 +32,34 @@ struct correlation_id_hash {
   }
 };
 
+/// The sequence batcher's test hooks (Triton's TRITONSERVER_DELAY_SCHEDULER and
+/// TRITONSERVER_BACKLOG_DELAY_SCHEDULER): hold every batch until enough requests are queued and
+/// enough wait in the backlog, once.
+class sequence_hold {
+public:
+  sequence_hold(std::size_t queued, std::size_t backlogged) noexcept
+      : queued_{queued}, backlogged_{backlogged} {}
+
+  [[nodiscard]] bool holding(std::size_t queued, std::size_t backlogged) noexcept {
+    if (queued_ == 0 && backlogged_ == 0) {
+      return false;
+    }
+    if (queued < queued_ || backlogged < backlogged_) {
+      return true;
+    }
+    release();
+    return false;
+  }
+  void release() noexcept {
+    queued_ = 0;
+    backlogged_ = 0;
+  }
+
+private:
+  std::size_t queued_;
+  std::size_t backlogged_;
+};
+
 /// One sequence, from its first request until the batcher holds nothing of it.
 struct sequence_record {
   static constexpr std::uint32_t unbound = std::numeric_limits<std::uint32_t>::max();
