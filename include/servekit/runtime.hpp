@@ -5,7 +5,11 @@
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_options.hpp>
+#include <servekit/runtime/model_ref.hpp>
+#include <servekit/runtime/model_registry.hpp>
+#include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/runtime/sequence_shell.hpp>
+#include <servekit/runtime/shutdown_mode.hpp>
 #include <servekit/runtime/simulated_shell.hpp>
 #include <servekit/runtime/threaded_shell.hpp>

@@ -5,6 +5,7 @@
 #include <servekit/backend.hpp>
 #include <servekit/config.hpp>
 #include <servekit/core.hpp>
+#include <servekit/ensemble.hpp>
 #include <servekit/metrics.hpp>
 #include <servekit/queue.hpp>
 #include <servekit/runtime.hpp>

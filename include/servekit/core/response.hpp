@@ -5,6 +5,7 @@
 #include <servekit/core/status.hpp>
 #include <servekit/core/tensor.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,11 +13,22 @@
 
 namespace servekit {
 
+/// Where a request's time went, as the model that executed it measured it (all zero for a request
+/// that never executed). Ensembles add it up per step, as Triton's composing-model statistics do.
+struct request_timing {
+  std::uint64_t queue_ns = 0;         ///< arrival to execution start
+  std::uint64_t compute_input_ns = 0; ///< of the batch it executed in
+  std::uint64_t compute_infer_ns = 0;
+  std::uint64_t compute_output_ns = 0;
+  friend bool operator==(const request_timing&, const request_timing&) = default;
+};
+
 struct response {
   servekit::status status; ///< ok, or why the request failed (then `outputs` is empty)
   std::string id;          ///< the request's id
   tensor_list outputs;
   bool final = true; ///< false only on the partial responses of decoupled models
+  request_timing timing;
 
   [[nodiscard]] bool ok() const noexcept { return status.ok(); }
 

@@ -9,6 +9,7 @@
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
+#include <servekit/runtime/detail/infer.hpp>
 #include <servekit/runtime/detail/policy_pack.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
@@ -150,19 +151,9 @@ public:
 
   /// The same, as a future. A rejected request's future holds the failed response.
   [[nodiscard]] std::future<response> infer(request&& r) {
-    std::promise<response> promise;
-    std::future<response> future = promise.get_future();
-    auto shared = std::make_shared<std::promise<response>>(std::move(promise));
-    const std::string id = r.id;
-    auto s = submit(std::move(r), [shared](response&& out) {
-      if (out.final) {
-        shared->set_value(std::move(out));
-      }
-    });
-    if (!s.ok()) {
-      shared->set_value(response::failure(std::move(s), id));
-    }
-    return future;
+    return detail::infer_with(
+        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
+        std::move(r));
   }
 
   /// Cancels the requests whose tokens come from `source`. Queued ones are answered with
@@ -176,6 +167,7 @@ public:
   [[nodiscard]] statistics_snapshot statistics() const { return stats_.snapshot(); }
   [[nodiscard]] const model_options& options() const noexcept { return options_; }
   [[nodiscard]] const std::string& name() const noexcept { return options_.name; }
+  [[nodiscard]] std::int64_t version() const noexcept { return options_.version; }
   [[nodiscard]] std::int32_t max_batch_size() const noexcept { return config_.max_batch_size; }
   [[nodiscard]] std::span<const tensor_config> inputs() const noexcept { return config_.inputs; }
   [[nodiscard]] std::span<const tensor_config> outputs() const noexcept { return config_.outputs; }

@@ -5,6 +5,7 @@
 
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/tensor_spec.hpp>
+#include <servekit/ensemble/ensemble_scheduling_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
 
@@ -44,6 +45,8 @@ struct model_options {
   std::optional<dynamic_batching_options> dynamic_batching;
   /// Sequence batching settings (used by the sequence_batcher policy).
   std::optional<sequence_batching_options> sequence_batching;
+  /// Ensemble steps (models with `platform: "ensemble"`; see servekit::runtime_ensemble).
+  std::optional<ensemble_scheduling_options> ensemble_scheduling;
   /// Instance groups; empty: the instance_group policy's count on the CPU.
   std::vector<instance_group_options> instance_group;
   /// Free-form parameters for the backend.

@@ -417,6 +417,7 @@ private:
         r = response::failure(std::move(s));
       }
       detail::finish_response(p->request, r);
+      detail::stamp_timing(r, p->request, start, e);
       detail::count_request(e, p->request, p->batch_elements, r.ok(), start, end);
     }
     stats_.record_execution(e);

@@ -258,6 +258,8 @@ private:
       e.request_ok_ns += elapsed_ns(p->request.arrival, now_);
       response r;
       r.id = p->request.id;
+      r.timing.queue_ns = elapsed_ns(p->request.arrival, started);
+      r.timing.compute_infer_ns = e.compute_infer_ns;
       detail::deliver(*p, std::move(r));
     }
     stats_.record_execution(e);

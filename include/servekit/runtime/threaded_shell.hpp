@@ -18,6 +18,7 @@
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
+#include <servekit/runtime/shutdown_mode.hpp>
 #include <servekit/schedule/scheduler.hpp>
 
 #include <algorithm>
@@ -35,12 +36,6 @@
 #include <vector>
 
 namespace servekit {
-
-/// How `shutdown` treats requests still queued.
-enum class shutdown_mode : std::uint8_t {
-  drain,  ///< execute everything already accepted, then stop
-  cancel, ///< answer every queued request with `cancelled`; batches already running finish
-};
 
 /// Drives decision core `Core` with one thread per `Backend` instance.
 ///
@@ -384,6 +379,7 @@ private:
                                              "': " + *failure));
       }
       detail::finish_response(p.request, r);
+      detail::stamp_timing(r, p.request, start, e);
       detail::count_request(e, p.request, p.batch_elements, r.ok(), start, end);
     }
     stats_.record_execution(e);

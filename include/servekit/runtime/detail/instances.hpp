@@ -99,6 +99,13 @@ execution_record(std::size_t instance, const batch& b, time_point start, time_po
   return e;
 }
 
+/// Tells the client where the request's time went (ensembles aggregate it per step).
+inline void stamp_timing(response& r, const request& req, time_point start,
+                         const model_statistics::execution& e) noexcept {
+  r.timing = {elapsed_ns(req.arrival, start), e.compute_input_ns, e.compute_infer_ns,
+              e.compute_output_ns};
+}
+
 /// Counts one request's outcome into `e`.
 inline void count_request(model_statistics::execution& e, const request& r, std::int64_t elements,
                           bool ok, time_point start, time_point end) noexcept {

@@ -1,0 +1,293 @@
+#pragma once
+/// \file
+/// ensemble_executor: the event-driven shell both ensemble forms share. A request's steps are
+/// sent to their composing models' own schedulers as soon as their inputs exist; each step's
+/// response, on whichever thread the composing model answers, sends the steps it completes.
+/// No thread of its own and no thread ever waits: max_inflight_requests parks a step launch in a
+/// queue that the next finishing request of that step drains.
+
+#include <servekit/backend/request_validator.hpp>
+#include <servekit/core/clock.hpp>
+#include <servekit/core/detail/block_pool.hpp>
+#include <servekit/core/request.hpp>
+#include <servekit/core/response.hpp>
+#include <servekit/core/response_sink.hpp>
+#include <servekit/core/status.hpp>
+#include <servekit/ensemble/detail/ensemble_plan.hpp>
+#include <servekit/ensemble/detail/ensemble_run.hpp>
+#include <servekit/metrics/ensemble_statistics.hpp>
+#include <servekit/runtime/shutdown_mode.hpp>
+
+#include <atomic>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace servekit {
+
+/// What the executor sends steps to: `submit(step, request, sink)` on the step's composing model
+/// and `cancel(source)` on every composing model.
+template <class T>
+concept ensemble_targets = requires(T& t, std::size_t step, request&& r, response_sink&& sink,
+                                    cancellation_source& c) {
+  { t.submit(step, std::move(r), std::move(sink)) } -> std::same_as<status>;
+  t.cancel(c);
+};
+
+template <ensemble_targets Targets>
+class ensemble_executor {
+public:
+  /// `max_inflight_requests`: most requests of each step in flight at once (0: unlimited).
+  ensemble_executor(detail::ensemble_plan plan, Targets targets,
+                    std::uint32_t max_inflight_requests)
+      : plan_{std::move(plan)}, targets_{std::move(targets)}, counters_{step_infos(plan_)},
+        limit_{max_inflight_requests} {
+    bool all_known = true;
+    for (const auto& c : plan_.input_configs) {
+      all_known = all_known && c.type != data_type::invalid;
+    }
+    validator_ = request_validator{plan_.name, plan_.max_batch_size,
+                                   all_known ? plan_.input_configs : std::vector<tensor_config>{},
+                                   plan_.output_configs};
+    check_names_ = !all_known;
+    if (limit_ != 0) {
+      gates_ = std::make_unique<gate[]>(plan_.steps.size());
+    }
+  }
+
+  ensemble_executor(const ensemble_executor&) = delete;
+  ensemble_executor& operator=(const ensemble_executor&) = delete;
+  ~ensemble_executor() { shutdown(shutdown_mode::drain); }
+
+  /// Accepts `r` or says why not (bad input, naming it; `unavailable` after shutdown). An
+  /// accepted request gets exactly one final response through `sink`.
+  [[nodiscard]] status submit(request&& r, response_sink sink) {
+    if (!sink) {
+      return invalid_argument("submit to ensemble '" + plan_.name + "' needs a response sink");
+    }
+    std::int64_t elements = 1;
+    if (auto s = validate(r, elements); !s.ok()) {
+      return s;
+    }
+    active_.fetch_add(1, std::memory_order_acq_rel);
+    if (stopping_.load(std::memory_order_acquire)) {
+      leave();
+      return unavailable("ensemble '" + plan_.name + "' is shutting down");
+    }
+    r.arrival = clock::now();
+    void* memory = detail::block_pool::allocate(sizeof(detail::ensemble_run));
+    auto* run = ::new (memory) detail::ensemble_run{plan_, std::move(r), std::move(sink), elements};
+    counters_.add_pending(1);
+    detail::ready_steps ready;
+    bool done = false;
+    {
+      std::lock_guard lock{run->mutex};
+      run->start(ready);
+      done = run->done();
+    }
+    launch(*run, ready); // the last launch may finish `run`: do not touch it after
+    if (done) {
+      finish(*run);
+    }
+    return {};
+  }
+
+  /// Cancels requests whose tokens come from `source`: step requests queued in composing
+  /// models are answered `cancelled` at once; steps not yet sent are not sent.
+  void cancel(cancellation_source& source) { targets_.cancel(source); }
+
+  /// Stops accepting requests and returns once every accepted one has its final response.
+  /// `cancel` also stops sending further steps of requests in flight (they fail `cancelled`).
+  void shutdown(shutdown_mode mode) {
+    if (mode == shutdown_mode::cancel) {
+      cancelling_.store(true, std::memory_order_release);
+    }
+    stopping_.store(true, std::memory_order_release);
+    for (int n = active_.load(std::memory_order_acquire); n != 0;
+         n = active_.load(std::memory_order_acquire)) {
+      active_.wait(n, std::memory_order_acquire);
+    }
+  }
+
+  [[nodiscard]] ensemble_statistics statistics() const { return counters_.snapshot(); }
+  [[nodiscard]] const detail::ensemble_plan& plan() const noexcept { return plan_; }
+  [[nodiscard]] Targets& targets() noexcept { return targets_; }
+
+private:
+  /// A step's in-flight limit: a count, and the launches waiting for it to drop.
+  struct gate {
+    std::mutex mutex;
+    std::uint32_t in_flight = 0;
+    std::deque<detail::ensemble_run*> waiting;
+  };
+
+  static std::vector<detail::ensemble_counters::step_info>
+  step_infos(const detail::ensemble_plan& plan) {
+    std::vector<detail::ensemble_counters::step_info> out;
+    for (const auto& s : plan.steps) {
+      out.push_back({s.model.name, s.model.version});
+    }
+    return out;
+  }
+
+  [[nodiscard]] status validate(const request& r, std::int64_t& elements) const {
+    if (auto s = validator_.validate(r, elements); !s.ok() || !check_names_) {
+      return s;
+    }
+    for (const auto& t : r.inputs) {
+      if (detail::find_config(plan_.input_configs, t.name) == nullptr) {
+        return invalid_argument("unexpected inference input '" + t.name + "' for model '" +
+                                plan_.name + "'");
+      }
+    }
+    for (const auto& c : plan_.input_configs) {
+      if (!c.optional && r.find_input(c.name) == nullptr) {
+        return invalid_argument("missing inference input '" + c.name + "' for model '" +
+                                plan_.name + "'");
+      }
+    }
+    return {};
+  }
+
+  void launch(detail::ensemble_run& run, const detail::ready_steps& ready) {
+    for (const std::size_t s : ready) {
+      if (limit_ == 0 || enter_gate(s, run)) {
+        send(run, s);
+      }
+    }
+  }
+
+  /// Takes a place in step `s`'s limit, or queues the launch until one frees.
+  bool enter_gate(std::size_t s, detail::ensemble_run& run) {
+    gate& g = gates_[s];
+    std::lock_guard lock{g.mutex};
+    if (g.in_flight < limit_) {
+      ++g.in_flight;
+      return true;
+    }
+    g.waiting.push_back(&run);
+    return false;
+  }
+
+  /// A request of step `s` finished: its place goes to the oldest waiting launch, if any.
+  void leave_gate(std::size_t s) {
+    gate& g = gates_[s];
+    detail::ensemble_run* next = nullptr;
+    {
+      std::lock_guard lock{g.mutex};
+      if (g.waiting.empty()) {
+        --g.in_flight;
+        return;
+      }
+      next = g.waiting.front();
+      g.waiting.pop_front();
+    }
+    send(*next, s);
+  }
+
+  /// Sends step `s` of `run` to its model. After a successful submit `run` may already be gone.
+  void send(detail::ensemble_run& run, std::size_t s) {
+    status why_not;
+    if (cancelling_.load(std::memory_order_acquire)) {
+      why_not = cancelled("ensemble '" + plan_.name + "' is shutting down");
+    } else {
+      std::lock_guard lock{run.mutex};
+      if (run.cancelled()) {
+        why_not = cancelled("Request cancelled");
+      } else if (run.stopping()) {
+        why_not = cancelled("not started: an earlier step failed");
+      }
+    }
+    if (!why_not.ok()) {
+      not_started(run, s, why_not);
+      return;
+    }
+    request step_request = run.make_step_request(s);
+    const time_point sent = clock::now();
+    auto s_ = targets_.submit(s, std::move(step_request), [this, &run, s, sent](response&& r) {
+      step_answered(run, s, sent, std::move(r));
+    });
+    if (!s_.ok()) {
+      step_answered(run, s, sent, response::failure(std::move(s_)));
+    }
+  }
+
+  void step_answered(detail::ensemble_run& run, std::size_t s, time_point sent, response&& r) {
+    counters_.record_step(s, r.ok(), elapsed_ns(sent, clock::now()), r.timing);
+    if (limit_ != 0) {
+      leave_gate(s);
+    }
+    detail::ready_steps ready;
+    bool done = false;
+    {
+      std::lock_guard lock{run.mutex};
+      run.step_finished(s, std::move(r), ready);
+      done = run.done();
+    }
+    launch(run, ready);
+    if (done) {
+      finish(run);
+    }
+  }
+
+  void not_started(detail::ensemble_run& run, std::size_t s, const status& why) {
+    if (limit_ != 0) {
+      leave_gate(s);
+    }
+    bool done = false;
+    {
+      std::lock_guard lock{run.mutex};
+      run.step_not_started(s, why);
+      done = run.done();
+    }
+    if (done) {
+      finish(run);
+    }
+  }
+
+  /// Every step has answered: one final response, then the run is freed.
+  void finish(detail::ensemble_run& run) {
+    response out;
+    {
+      std::lock_guard lock{run.mutex};
+      out = run.take_response();
+      counters_.record_request(out.status, static_cast<std::uint64_t>(run.elements()),
+                               elapsed_ns(run.original().arrival, clock::now()), run.step_timing());
+      out.timing = run.step_timing();
+    }
+    counters_.add_pending(-1);
+    try {
+      run.sink().complete(std::move(out));
+    } catch (...) { // NOLINT(bugprone-empty-catch): sinks must not throw; one must not stop us
+    }
+    run.~ensemble_run();
+    detail::block_pool::release(&run, sizeof(detail::ensemble_run));
+    leave();
+  }
+
+  void leave() {
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      active_.notify_all();
+    }
+  }
+
+  detail::ensemble_plan plan_;
+  Targets targets_;
+  detail::ensemble_counters counters_;
+  request_validator validator_;
+  bool check_names_ = false;
+  std::uint32_t limit_ = 0;
+  std::unique_ptr<gate[]> gates_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> cancelling_{false};
+  std::atomic<int> active_{0}; ///< accepted requests without their final response
+};
+
+} // namespace servekit

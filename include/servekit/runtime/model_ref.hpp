@@ -1,0 +1,99 @@
+#pragma once
+/// \file
+/// servable: what a model, an ensemble or anything else a client can submit to provides; and
+/// model_ref, a non-owning handle to any servable, for code that picks models by name at run
+/// time (configured ensembles, the example server).
+
+#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/core/cancellation.hpp>
+#include <servekit/core/request.hpp>
+#include <servekit/core/response_sink.hpp>
+#include <servekit/core/status.hpp>
+#include <servekit/metrics/statistics.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <utility>
+
+namespace servekit {
+
+/// A model as its clients see it. `model<...>`, `ensemble<...>` and `runtime_ensemble` are
+/// servable; so is a user's class with the same members. `M::traits` gives what is known at
+/// compile time (declared inputs/outputs, `decoupled`), which is what compile-time ensembles
+/// check their connections with.
+template <class M>
+concept servable = requires(M& m, const M& cm, request&& r, response_sink&& sink,
+                            cancellation_source& source) {
+  { m.submit(std::move(r), std::move(sink)) } -> std::same_as<status>;
+  m.cancel(source);
+  { cm.name() } -> std::convertible_to<std::string_view>;
+  { cm.version() } -> std::convertible_to<std::int64_t>;
+  { cm.max_batch_size() } -> std::convertible_to<std::int32_t>;
+  { cm.inputs() } -> std::convertible_to<std::span<const tensor_config>>;
+  { cm.outputs() } -> std::convertible_to<std::span<const tensor_config>>;
+  { cm.statistics() } -> std::convertible_to<statistics_snapshot>;
+  { M::traits::inputs } -> std::convertible_to<std::span<const tensor_spec>>;
+  { M::traits::outputs } -> std::convertible_to<std::span<const tensor_spec>>;
+  { M::traits::decoupled } -> std::convertible_to<bool>;
+};
+
+/// A non-owning, copyable handle to a servable: one indirect call per use. The servable must
+/// outlive the handle.
+class model_ref {
+public:
+  template <servable M>
+  model_ref(M& m) noexcept // NOLINT: implicit by design
+      : self_{&m}, ops_{&ops_for<M>} {}
+
+  [[nodiscard]] status submit(request&& r, response_sink sink) const {
+    return ops_->submit(self_, std::move(r), std::move(sink));
+  }
+  void cancel(cancellation_source& source) const { ops_->cancel(self_, source); }
+  [[nodiscard]] std::string_view name() const { return ops_->name(self_); }
+  [[nodiscard]] std::int64_t version() const { return ops_->version(self_); }
+  [[nodiscard]] std::int32_t max_batch_size() const { return ops_->max_batch_size(self_); }
+  [[nodiscard]] std::span<const tensor_config> inputs() const { return ops_->inputs(self_); }
+  [[nodiscard]] std::span<const tensor_config> outputs() const { return ops_->outputs(self_); }
+  [[nodiscard]] statistics_snapshot statistics() const { return ops_->statistics(self_); }
+  [[nodiscard]] bool decoupled() const noexcept { return ops_->decoupled; }
+  /// The object behind the handle (for identity checks).
+  [[nodiscard]] const void* address() const noexcept { return self_; }
+
+private:
+  struct operations {
+    status (*submit)(void*, request&&, response_sink&&);
+    void (*cancel)(void*, cancellation_source&);
+    std::string_view (*name)(const void*);
+    std::int64_t (*version)(const void*);
+    std::int32_t (*max_batch_size)(const void*);
+    std::span<const tensor_config> (*inputs)(const void*);
+    std::span<const tensor_config> (*outputs)(const void*);
+    statistics_snapshot (*statistics)(const void*);
+    bool decoupled;
+  };
+
+  template <class M>
+  static constexpr operations ops_for{
+      [](void* m, request&& r, response_sink&& s) {
+        return static_cast<M*>(m)->submit(std::move(r), std::move(s));
+      },
+      [](void* m, cancellation_source& c) { static_cast<M*>(m)->cancel(c); },
+      [](const void* m) -> std::string_view { return static_cast<const M*>(m)->name(); },
+      [](const void* m) -> std::int64_t { return static_cast<const M*>(m)->version(); },
+      [](const void* m) -> std::int32_t { return static_cast<const M*>(m)->max_batch_size(); },
+      [](const void* m) -> std::span<const tensor_config> {
+        return static_cast<const M*>(m)->inputs();
+      },
+      [](const void* m) -> std::span<const tensor_config> {
+        return static_cast<const M*>(m)->outputs();
+      },
+      [](const void* m) -> statistics_snapshot { return static_cast<const M*>(m)->statistics(); },
+      static_cast<bool>(M::traits::decoupled)};
+
+  void* self_;
+  const operations* ops_;
+};
+
+} // namespace servekit
