@@ -88,6 +88,35 @@ model_options every_field() {
   return o;
 }
 
+/// An ensemble config that sets every ensemble field to a non-default value.
+model_options every_ensemble_field() {
+  model_options o;
+  o.name = "ensemble_model";
+  o.version = 2;
+  o.platform = "ensemble";
+  o.max_batch_size = 1;
+  o.input = {{"RAW_IMAGE", servekit::data_type::bytes, {-1}, false, false, false}};
+  o.output = {{"CLASSIFICATION", servekit::data_type::fp32, {1000}, false, false, false},
+              {"SEGMENTATION", servekit::data_type::fp32, {3, -1, -1}, false, false, false}};
+  servekit::ensemble_scheduling_options es;
+  es.step = {
+      {"image_preprocess_model",
+       -1,
+       {{"RAW_IMAGE", "RAW_IMAGE"}},
+       {{"PREPROCESSED_OUTPUT", "preprocessed_image"}}},
+      {"classification_model",
+       std::numeric_limits<std::int64_t>::max(),
+       {{"FORMATTED_IMAGE", "preprocessed_image"}},
+       {{"CLASSIFICATION_OUTPUT", "CLASSIFICATION"}}},
+      {"segmentation/model~v2", 1, {{"a/b~c", "preprocessed_image"}}, {}},
+      {"sink", 3, {}, {{"OUT", "SEGMENTATION"}}},
+  };
+  es.max_inflight_requests = std::numeric_limits<std::uint32_t>::max();
+  o.ensemble_scheduling = es;
+  o.parameters = {{"note", "ensembles take parameters too"}};
+  return o;
+}
+
 // ---------------------------------------------------------------------------------- loading
 
 TEST(model_config_json, loads_the_example_from_tritons_docs) {
@@ -209,6 +238,241 @@ TEST(model_config_json, dynamic_batching_without_max_batch_size_leaves_the_bound
                          "must be positive"));
 }
 
+// ---------------------------------------------------------------------------------- ensembles
+
+TEST(model_config_json, loads_tritons_ensemble_example) {
+  const auto o = load_model_config(R"({
+    "name": "ensemble_model", "platform": "ensemble", "max_batch_size": 1,
+    "input": [{"name": "RAW_IMAGE", "data_type": "TYPE_STRING", "dims": [-1]}],
+    "output": [{"name": "CLASSIFICATION", "data_type": "TYPE_FP32", "dims": [1000]},
+               {"name": "SEGMENTATION", "data_type": "TYPE_FP32", "dims": [3, -1, -1]}],
+    "ensemble_scheduling": {
+      "step": [
+        {"model_name": "image_preprocess_model", "model_version": -1,
+         "input_map": {"RAW_IMAGE": "RAW_IMAGE"},
+         "output_map": {"PREPROCESSED_OUTPUT": "preprocessed_image"}},
+        {"model_name": "classification_model", "model_version": "3",
+         "input_map": {"FORMATTED_IMAGE": "preprocessed_image"},
+         "output_map": {"CLASSIFICATION_OUTPUT": "CLASSIFICATION"}},
+        {"model_name": "segmentation_model", "model_version": "-1", "model_namespace": "",
+         "input_map": {"FORMATTED_IMAGE": "preprocessed_image", "SCALE": "RAW_IMAGE"},
+         "output_map": {"SEGMENTATION_OUTPUT": "SEGMENTATION"}}
+      ],
+      "max_inflight_requests": "16"
+    }
+  })");
+  EXPECT_EQ(o.platform, "ensemble");
+  EXPECT_FALSE(o.dynamic_batching.has_value());
+  EXPECT_TRUE(o.instance_group.empty());
+  ASSERT_TRUE(o.ensemble_scheduling.has_value());
+  servekit::ensemble_scheduling_options expected;
+  expected.step = {
+      {"image_preprocess_model",
+       -1,
+       {{"RAW_IMAGE", "RAW_IMAGE"}},
+       {{"PREPROCESSED_OUTPUT", "preprocessed_image"}}},
+      {"classification_model",
+       3,
+       {{"FORMATTED_IMAGE", "preprocessed_image"}},
+       {{"CLASSIFICATION_OUTPUT", "CLASSIFICATION"}}},
+      {"segmentation_model",
+       -1,
+       {{"FORMATTED_IMAGE", "preprocessed_image"}, {"SCALE", "RAW_IMAGE"}},
+       {{"SEGMENTATION_OUTPUT", "SEGMENTATION"}}},
+  };
+  expected.max_inflight_requests = 16;
+  EXPECT_EQ(*o.ensemble_scheduling, expected);
+}
+
+TEST(model_config_json, ensemble_defaults_and_platform_filled_in) {
+  const auto o = load_model_config(R"({"ensemble_scheduling": {"step": [{"model_name": "m"}]}})");
+  EXPECT_EQ(o.platform, "ensemble");
+  ASSERT_TRUE(o.ensemble_scheduling.has_value());
+  ASSERT_EQ(o.ensemble_scheduling->step.size(), 1U);
+  const auto& step = o.ensemble_scheduling->step[0];
+  EXPECT_EQ(step.model_name, "m");
+  EXPECT_EQ(step.model_version, -1);
+  EXPECT_TRUE(step.input_map.empty());
+  EXPECT_TRUE(step.output_map.empty());
+  EXPECT_EQ(o.ensemble_scheduling->max_inflight_requests, 0U);
+  // An empty instance_group is no instance group (protobuf cannot tell the two apart).
+  EXPECT_NO_THROW((void)load_model_config(
+      R"({"instance_group": [], "ensemble_scheduling": {"step": [{"model_name": "m"}]}})"));
+}
+
+TEST(model_config_json, ensemble_steps_are_checked) {
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": []}})", config_error_code::bad_value,
+                         "/ensemble_scheduling/step",
+                         "ensemble_scheduling needs at least one step"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {}})", config_error_code::bad_value,
+                         "/ensemble_scheduling/step",
+                         "ensemble_scheduling needs at least one step"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": [{"model_name": "a"}, {}]}})",
+                         config_error_code::bad_value, "/ensemble_scheduling/step/1/model_name",
+                         "required field 'model_name' is missing"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": [{"model_name": ""}]}})",
+                         config_error_code::bad_value, "/ensemble_scheduling/step/0/model_name",
+                         "model_name must not be empty"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": [{"model_name": 7}]}})",
+                         config_error_code::wrong_type, "/ensemble_scheduling/step/0/model_name",
+                         "expected a string, got number 7"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": {"model_name": "a"}}})",
+                         config_error_code::wrong_type, "/ensemble_scheduling/step",
+                         "expected an array, got object"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": ["a"]}})",
+                         config_error_code::wrong_type, "/ensemble_scheduling/step/0",
+                         "expected an object"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": [{"model_name": "a"}]})",
+                         config_error_code::wrong_type, "/ensemble_scheduling",
+                         "expected an object, got array"));
+}
+
+TEST(model_config_json, ensemble_step_model_version_is_an_int64) {
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a", "model_version": "v1"}]}})",
+      config_error_code::bad_value, "/ensemble_scheduling/step/0/model_version",
+      "a decimal string"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a", "model_version": 1.5}]}})",
+      config_error_code::bad_value, "/ensemble_scheduling/step/0/model_version",
+      "expected an integer, got number 1.5"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a", "model_version": true}]}})",
+      config_error_code::wrong_type, "/ensemble_scheduling/step/0/model_version",
+      "expected an integer"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a",
+                                            "model_version": "9223372036854775808"}]}})",
+      config_error_code::bad_value, "/ensemble_scheduling/step/0/model_version",
+      "out of range for int64"));
+  for (const auto* version : {"0", "-2"}) {
+    const std::string text =
+        std::string{R"({"ensemble_scheduling": {"step": [{"model_name": "a", "model_version": )"} +
+        version + "}]}}";
+    EXPECT_TRUE(fails_with(
+        text, config_error_code::bad_value, "/ensemble_scheduling/step/0/model_version",
+        "must be -1 (the latest version) or a version >= 1, got " + std::string{version}));
+  }
+}
+
+TEST(model_config_json, ensemble_step_model_namespace_must_be_empty) {
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a", "model_namespace": "team"}]}})",
+      config_error_code::bad_value, "/ensemble_scheduling/step/0/model_namespace",
+      "'model_namespace' is reserved by Triton and must be empty, got \"team\""));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a", "model_namespace": 1}]}})",
+      config_error_code::wrong_type, "/ensemble_scheduling/step/0/model_namespace",
+      "expected a string"));
+}
+
+TEST(model_config_json, ensemble_tensor_maps_are_objects_of_strings) {
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a",
+          "input_map": {"IMAGE": "IMAGE", "RAW_IMAGE": 3}}]}})",
+      config_error_code::wrong_type, "/ensemble_scheduling/step/0/input_map/RAW_IMAGE",
+      "expected a string, got number 3"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a"},
+          {"model_name": "b", "output_map": {"a/b": null}}]}})",
+      config_error_code::wrong_type, "/ensemble_scheduling/step/1/output_map/a~1b",
+      "expected a string, got null"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a", "input_map": ["IMAGE"]}]}})",
+      config_error_code::wrong_type, "/ensemble_scheduling/step/0/input_map",
+      "expected an object of {\"model tensor\": \"ensemble tensor\"}, got array"));
+}
+
+TEST(model_config_json, ensemble_unknown_fields_are_named) {
+  EXPECT_TRUE(
+      fails_with(R"({"ensemble_scheduling": {"step": [{"model_name": "a", "input_maps": {}}]}})",
+                 config_error_code::unknown_field, "/ensemble_scheduling/step/0/input_maps",
+                 "did you mean 'input_map'?"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a"}], "steps": []}})",
+      config_error_code::unknown_field, "/ensemble_scheduling/steps",
+      "unknown field 'steps'; did you mean 'step'? (known: step, max_inflight_requests)"));
+  EXPECT_TRUE(
+      fails_with(R"({"ensemble_scheduling": {"step": [{"model_name": "a", "modelVersion": 1}]}})",
+                 config_error_code::unknown_field, "/ensemble_scheduling/step/0/modelVersion",
+                 "known: model_name, model_version, input_map, output_map, model_namespace)"));
+}
+
+TEST(model_config_json, ensemble_max_inflight_requests_is_a_uint32) {
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a"}], "max_inflight_requests": -1}})",
+      config_error_code::bad_value, "/ensemble_scheduling/max_inflight_requests",
+      "expected a non-negative integer (uint32)"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a"}],
+                                  "max_inflight_requests": 4294967296}})",
+      config_error_code::bad_value, "/ensemble_scheduling/max_inflight_requests",
+      "out of range for uint32"));
+  EXPECT_TRUE(fails_with(
+      R"({"ensemble_scheduling": {"step": [{"model_name": "a"}], "max_inflight_requests": "x"}})",
+      config_error_code::bad_value, "/ensemble_scheduling/max_inflight_requests",
+      "a decimal string"));
+}
+
+TEST(model_config_json, ensemble_platform_must_be_ensemble) {
+  EXPECT_TRUE(fails_with(
+      R"({"platform": "onnxruntime_onnx", "ensemble_scheduling": {"step": [{"model_name": "a"}]}})",
+      config_error_code::bad_value, "/platform",
+      "its platform must be \"ensemble\" or left out, got \"onnxruntime_onnx\""));
+  EXPECT_TRUE(fails_with(R"({"platform": "ensemble"})", config_error_code::bad_value,
+                         "/ensemble_scheduling", "an ensemble needs 'ensemble_scheduling'"));
+  // Other platforms without ensemble_scheduling are recorded as before.
+  EXPECT_EQ(load_model_config(R"({"platform": "tensorrt_plan"})").platform, "tensorrt_plan");
+}
+
+TEST(model_config_json, ensemble_must_not_set_a_scheduler_or_instance_groups) {
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": [{"model_name": "a"}]},
+                             "instance_group": [{"kind": "KIND_CPU"}]})",
+                         config_error_code::bad_value, "/instance_group",
+                         "an ensemble (a model with 'ensemble_scheduling') must not set "
+                         "'instance_group'"));
+  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {"step": [{"model_name": "a"}]},
+                             "dynamic_batching": {}})",
+                         config_error_code::bad_value, "/dynamic_batching",
+                         "an ensemble (a model with 'ensemble_scheduling') must not set "
+                         "'dynamic_batching'"));
+  EXPECT_TRUE(fails_with(R"({"platform": "ensemble", "sequence_batching": {},
+                             "ensemble_scheduling": {"step": [{"model_name": "a"}]}})",
+                         config_error_code::bad_value, "/sequence_batching",
+                         "must not set 'sequence_batching'"));
+}
+
+TEST(model_config_json, save_writes_ensemble_scheduling_in_tritons_spelling) {
+  const auto j = save_model_config(every_ensemble_field());
+  EXPECT_EQ(j.at("platform"), "ensemble");
+  const auto& es = j.at("ensemble_scheduling");
+  EXPECT_EQ(es.at("max_inflight_requests"), std::numeric_limits<std::uint32_t>::max());
+  ASSERT_EQ(es.at("step").size(), 4U);
+  EXPECT_EQ(es.at("step").at(0), nlohmann::json::parse(R"({
+    "model_name": "image_preprocess_model", "model_version": -1,
+    "input_map": {"RAW_IMAGE": "RAW_IMAGE"},
+    "output_map": {"PREPROCESSED_OUTPUT": "preprocessed_image"}})"));
+  EXPECT_FALSE(es.at("step").at(2).contains("output_map"));
+  EXPECT_FALSE(es.at("step").at(3).contains("input_map"));
+
+  // model_version is always written (protobuf's default 0 is not "latest"); platform too.
+  model_options o;
+  o.ensemble_scheduling.emplace();
+  o.ensemble_scheduling->step.push_back({"m", -1, {}, {}});
+  EXPECT_EQ(save_model_config(o), nlohmann::json::parse(R"({
+    "name": "model", "version": 1, "platform": "ensemble",
+    "ensemble_scheduling": {"step": [{"model_name": "m", "model_version": -1}]}})"));
+  o.platform = "ensemble";
+  EXPECT_EQ(load_model_config(save_model_config(o)), o);
+}
+
+TEST(model_config_json, round_trips_an_ensemble_using_every_field) {
+  const auto original = every_ensemble_field();
+  const auto saved = save_model_config(original);
+  EXPECT_EQ(load_model_config(saved), original);
+  EXPECT_EQ(load_model_config(saved.dump(2)), original);
+}
+
 // ---------------------------------------------------------------------------------- unknown
 
 TEST(model_config_json, unknown_top_level_field_is_named_with_the_known_ones) {
@@ -216,7 +480,8 @@ TEST(model_config_json, unknown_top_level_field_is_named_with_the_known_ones) {
                          "unknown field 'max_batch'"));
   EXPECT_TRUE(fails_with(R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
                          "known: name, version, backend, platform, max_batch_size, input, output, "
-                         "dynamic_batching, sequence_batching, instance_group, parameters)"));
+                         "dynamic_batching, sequence_batching, ensemble_scheduling, "
+                         "instance_group, parameters)"));
 }
 
 TEST(model_config_json, unknown_nested_field_points_into_its_message) {
@@ -248,13 +513,12 @@ TEST(model_config_json, unknown_field_suggests_the_closest_known_name) {
 }
 
 TEST(model_config_json, unsupported_triton_fields_are_refused_by_name) {
-  EXPECT_TRUE(fails_with(R"({"ensemble_scheduling": {}})", config_error_code::unknown_field,
-                         "/ensemble_scheduling",
-                         "field 'ensemble_scheduling' is not supported by this build of servekit "
-                         "yet"));
-  for (const auto* field : {"ensemble_scheduling", "response_cache", "model_transaction_policy",
-                            "model_warmup", "version_policy", "optimization", "batch_input",
-                            "batch_output", "model_metrics", "metric_tags"}) {
+  EXPECT_TRUE(fails_with(R"({"response_cache": {}})", config_error_code::unknown_field,
+                         "/response_cache",
+                         "field 'response_cache' is not supported by this build of servekit yet"));
+  for (const auto* field :
+       {"response_cache", "model_transaction_policy", "model_warmup", "version_policy",
+        "optimization", "batch_input", "batch_output", "model_metrics", "metric_tags"}) {
     const std::string text = std::string{R"({")"} + field + R"(": {}})";
     EXPECT_TRUE(fails_with(text, config_error_code::unknown_field, std::string{"/"} + field,
                            "is not supported by this build of servekit yet"));
@@ -569,6 +833,12 @@ TEST(model_config_json, round_trips_small_configs) {
   c.dynamic_batching->priority.default_queue_policy.timeout_action =
       servekit::timeout_action::delay; // DELAY with a zero timeout may preserve ordering
   EXPECT_EQ(load_model_config(save_model_config(c)), c);
+
+  model_options d;
+  d.platform = "ensemble";
+  d.ensemble_scheduling.emplace();
+  d.ensemble_scheduling->step = {{"only", 4, {{"IN", "X"}}, {{"OUT", "Y"}}}};
+  EXPECT_EQ(load_model_config(save_model_config(d)), d);
 }
 
 TEST(model_config_json, round_trips_tritons_example_through_save) {

@@ -19,12 +19,8 @@ namespace ensemble_tests {
 using servekit::data_type;
 using servekit::shape;
 
-/// Hooks a test sets before building its models (reset by each test fixture).
-struct hooks {
-  static inline std::function<void(servekit::batch&)> before_execute; // NOLINT: test-only
-};
-
-/// out = f(in), element-wise, named by the template arguments.
+/// out = f(in), element-wise, named by the template arguments. Each instantiation has its own
+/// hooks, which a test sets before submitting and resets after (see `reset`).
 template <class Op, servekit::fixed_string In, servekit::fixed_string Out,
           std::int32_t MaxBatch = 8>
 struct unary_backend {
@@ -32,17 +28,33 @@ struct unary_backend {
   static constexpr servekit::tensor_spec inputs[] = {{In.view(), data_type::fp32, {4}}};
   static constexpr servekit::tensor_spec outputs[] = {{Out.view(), data_type::fp32, {4}}};
 
+  static inline std::function<void(servekit::batch&)> before; // NOLINT: test-only
+  static inline std::function<void(servekit::batch&)> after;  // NOLINT: test-only
+  static inline std::atomic<bool> omit_output{false};         // NOLINT: test-only
+
+  static void reset() {
+    before = nullptr;
+    after = nullptr;
+    omit_output = false;
+  }
+
   explicit unary_backend(const servekit::instance_context&) {}
 
   void execute(servekit::batch& b) {
-    if (hooks::before_execute) {
-      hooks::before_execute(b);
+    if (before) {
+      before(b);
+    }
+    if (omit_output) {
+      return;
     }
     for (std::size_t i = 0; i < b.size(); ++i) {
       const servekit::tensor& in = *b.request(i).find_input(In.view());
       auto& out = b.response(i).add_output(std::string{Out.view()}, data_type::fp32, in.shape);
       std::transform(in.values<float>().begin(), in.values<float>().end(),
                      out.values<float>().begin(), Op{});
+    }
+    if (after) {
+      after(b);
     }
   }
 };

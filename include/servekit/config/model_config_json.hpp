@@ -14,6 +14,7 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/shape.hpp>
+#include <servekit/ensemble/ensemble_scheduling_options.hpp>
 #include <servekit/queue/queue_policy.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
@@ -1024,6 +1025,92 @@ inline void read_instance_groups(const json& value, const std::string& path, mod
 }
 
 // ------------------------------------------------------------------------------------------
+// ensemble_scheduling (ModelEnsembling). Only what the config alone decides is checked here;
+// the rules that need the composing models (every input mapped, types agreeing, no cycles) are
+// the ensemble's to check when it is built.
+
+/// Triton's platform for ensembles.
+inline constexpr std::string_view ensemble_platform = "ensemble";
+
+inline void read_ensemble_model_name(const json& value, const std::string& path,
+                                     ensemble_step_options& out) {
+  out.model_name = read_string(value, path);
+  if (out.model_name.empty()) {
+    fail_bad_value(path, "ensemble step model_name must not be empty");
+  }
+}
+
+/// -1 (the latest version) or a version >= 1; Triton writes int64 as a JSON number or a string.
+inline void read_ensemble_model_version(const json& value, const std::string& path,
+                                        ensemble_step_options& out) {
+  out.model_version = read_integer<std::int64_t>(value, path);
+  if (out.model_version < 1 && out.model_version != -1) {
+    fail_bad_value(path, "ensemble step model_version must be -1 (the latest version) or a "
+                         "version >= 1, got " +
+                             std::to_string(out.model_version));
+  }
+}
+
+/// Triton reserves `model_namespace`; only its default, the empty string, is accepted.
+inline void read_ensemble_model_namespace(const json& value, const std::string& path,
+                                          ensemble_step_options&) {
+  if (!read_string(value, path).empty()) {
+    fail_bad_value(path, "'model_namespace' is reserved by Triton and must be empty, got " +
+                             quoted_json(value));
+  }
+}
+
+/// `{"model tensor": "ensemble tensor", ...}` (protobuf's map<string, string>).
+template <auto Member>
+void read_tensor_map_member(const json& value, const std::string& path,
+                            member_owner_t<Member>& out) {
+  expect_object(value, path, "an object of {\"model tensor\": \"ensemble tensor\"}");
+  std::map<std::string, std::string> names;
+  for (const auto& [key, name] : value.items()) {
+    names.emplace(key, read_string(name, member_path(path, key)));
+  }
+  out.*Member = std::move(names);
+}
+
+[[nodiscard]] inline ensemble_step_options read_ensemble_step(const json& value,
+                                                              const std::string& path) {
+  using options = ensemble_step_options;
+  static constexpr field_reader<options> fields[] = {
+      {"model_name", read_ensemble_model_name},
+      {"model_version", read_ensemble_model_version},
+      {"input_map", read_tensor_map_member<&options::input_map>},
+      {"output_map", read_tensor_map_member<&options::output_map>},
+      {"model_namespace", read_ensemble_model_namespace},
+  };
+  options out;
+  read_fields(value, path, out, fields);
+  require_fields(value, path, {"model_name"});
+  return out;
+}
+
+inline void read_ensemble_steps(const json& value, const std::string& path,
+                                ensemble_scheduling_options& out) {
+  out.step = read_array<ensemble_step_options>(value, path, read_ensemble_step);
+}
+
+[[nodiscard]] inline ensemble_scheduling_options read_ensemble_scheduling(const json& value,
+                                                                          const std::string& path) {
+  using options = ensemble_scheduling_options;
+  static constexpr field_reader<options> fields[] = {
+      {"step", read_ensemble_steps},
+      {"max_inflight_requests", read_member<&options::max_inflight_requests>},
+  };
+  options out;
+  read_fields(value, path, out, fields);
+  if (out.step.empty()) {
+    const std::string missing = value.contains("step") ? "" : "required field 'step' is missing; ";
+    fail_bad_value(member_path(path, "step"),
+                   missing + "ensemble_scheduling needs at least one step");
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
 // parameters (map<string, ModelParameter>)
 
 inline void read_string_value(const json& value, const std::string& path, std::string& out) {
@@ -1083,6 +1170,11 @@ inline void read_sequence_batching_field(const json& value, const std::string& p
   out.sequence_batching = read_sequence_batching(value, path);
 }
 
+inline void read_ensemble_scheduling_field(const json& value, const std::string& path,
+                                           model_options& out) {
+  out.ensemble_scheduling = read_ensemble_scheduling(value, path);
+}
+
 /// ModelConfig fields servekit refuses by name until it implements them. To add one, write its
 /// reader (one small function per message, as above), list it in read_model_config's table and
 /// drop it from here.
@@ -1092,7 +1184,6 @@ inline constexpr std::string_view model_config_not_yet_supported[] = {
     "batch_input",
     "batch_output",
     "optimization",
-    "ensemble_scheduling",
     "default_model_filename",
     "cc_model_filenames",
     "metric_tags",
@@ -1104,8 +1195,44 @@ inline constexpr std::string_view model_config_not_yet_supported[] = {
     "model_metrics",
 };
 
+/// Triton's rules for ensembles that the config alone decides: `ensemble_scheduling` and
+/// `platform: "ensemble"` go together, and an ensemble has no scheduler or instances of its own
+/// (its steps run on the composing models').
+inline void check_ensemble(const model_options& options) {
+  if (!options.ensemble_scheduling) {
+    if (options.platform == ensemble_platform) {
+      fail_bad_value("/ensemble_scheduling",
+                     "an ensemble needs 'ensemble_scheduling' (platform is \"ensemble\")");
+    }
+    return;
+  }
+  if (!options.platform.empty() && options.platform != ensemble_platform) {
+    fail_bad_value("/platform", "a model with 'ensemble_scheduling' is an ensemble; its platform "
+                                "must be \"ensemble\" or left out, got " +
+                                    quoted_json(json(options.platform)));
+  }
+  const auto refuse = [](std::string_view field, std::string_view why) {
+    fail_bad_value(member_path("", field), "an ensemble (a model with 'ensemble_scheduling') "
+                                           "must not set '" +
+                                               std::string{field} + "'; " + std::string{why});
+  };
+  constexpr std::string_view scheduler_why =
+      "its steps are scheduled by the composing models (dynamic_batching, sequence_batching and "
+      "ensemble_scheduling are the oneof scheduling_choice)";
+  if (options.dynamic_batching) {
+    refuse("dynamic_batching", scheduler_why);
+  }
+  if (options.sequence_batching) {
+    refuse("sequence_batching", scheduler_why);
+  }
+  if (!options.instance_group.empty()) {
+    refuse("instance_group", "the composing models have the instances");
+  }
+}
+
 /// The checks that involve more than one field, run after every field is read.
 inline void check_model_options(const model_options& options) {
+  check_ensemble(options);
   if (options.dynamic_batching && options.sequence_batching) {
     fail_bad_value("/sequence_batching",
                    "'dynamic_batching' and 'sequence_batching' are both set; a model has one "
@@ -1133,6 +1260,7 @@ inline void check_model_options(const model_options& options) {
       {"output", read_outputs},
       {"dynamic_batching", read_dynamic_batching_field},
       {"sequence_batching", read_sequence_batching_field},
+      {"ensemble_scheduling", read_ensemble_scheduling_field},
       {"instance_group", read_instance_groups},
       {"parameters", read_parameters},
   };
@@ -1141,6 +1269,9 @@ inline void check_model_options(const model_options& options) {
   model_options out;
   read_fields(value, root, out, fields, model_config_not_yet_supported);
   check_model_options(out);
+  if (out.ensemble_scheduling && out.platform.empty()) {
+    out.platform = ensemble_platform; // as Triton, which requires it
+  }
   return out;
 }
 
@@ -1355,6 +1486,33 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
   return out;
 }
 
+[[nodiscard]] inline json write_ensemble_step(const ensemble_step_options& step) {
+  json out = json::object();
+  out["model_name"] = step.model_name;
+  // Always written: left out, protobuf's default 0 would be read by Triton as version 0.
+  out["model_version"] = step.model_version;
+  if (!step.input_map.empty()) {
+    out["input_map"] = step.input_map;
+  }
+  if (!step.output_map.empty()) {
+    out["output_map"] = step.output_map;
+  }
+  return out;
+}
+
+[[nodiscard]] inline json write_ensemble_scheduling(const ensemble_scheduling_options& options) {
+  json steps = json::array();
+  for (const auto& step : options.step) {
+    steps.push_back(write_ensemble_step(step));
+  }
+  json out = json::object();
+  out["step"] = std::move(steps);
+  if (options.max_inflight_requests != 0) {
+    out["max_inflight_requests"] = options.max_inflight_requests;
+  }
+  return out;
+}
+
 [[nodiscard]] inline json write_instance_group(const instance_group_options& group) {
   json out = json::object();
   if (!group.name.empty()) {
@@ -1385,6 +1543,8 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
   }
   if (!options.platform.empty()) {
     out["platform"] = options.platform;
+  } else if (options.ensemble_scheduling) {
+    out["platform"] = std::string{ensemble_platform}; // Triton requires it for ensembles
   }
   if (options.max_batch_size) {
     out["max_batch_size"] = *options.max_batch_size;
@@ -1400,6 +1560,9 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
   }
   if (options.sequence_batching) {
     out["sequence_batching"] = write_sequence_batching(*options.sequence_batching);
+  }
+  if (options.ensemble_scheduling) {
+    out["ensemble_scheduling"] = write_ensemble_scheduling(*options.ensemble_scheduling);
   }
   if (!options.instance_group.empty()) {
     json groups = json::array();
@@ -1419,7 +1582,9 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
 /// Reads Triton model-configuration JSON (already parsed) into model_options. Integer fields
 /// take JSON numbers or decimal strings. Throws config_error whose path() is a JSON pointer to
 /// the offending field: unknown_field (typos, and Triton fields servekit does not support yet),
-/// wrong_type, or bad_value (including the dynamic- and sequence-batching rules of validate()).
+/// wrong_type, or bad_value (including the dynamic- and sequence-batching rules of validate()
+/// and Triton's rules for ensembles). An ensemble (`ensemble_scheduling` set) that leaves out
+/// `platform` gets platform "ensemble", as Triton requires.
 [[nodiscard]] inline model_options load_model_config(const nlohmann::json& config) {
   return detail::read_model_config(config);
 }
@@ -1450,9 +1615,11 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
 
 /// Writes `options` as Triton model-configuration JSON: TYPE_/KIND_ names, REJECT/DELAY,
 /// integers as JSON numbers, parameters as {"key": {"string_value": "..."}}. Always writes
-/// name and version; leaves out max_batch_size, dynamic_batching and sequence_batching when unset,
-/// and other fields at their default value. load_model_config(save_model_config(x)) == x for every
-/// valid x.
+/// name and version, and each ensemble step's model_version; leaves out max_batch_size,
+/// dynamic_batching, sequence_batching and ensemble_scheduling when unset, and other fields at
+/// their default value; writes platform "ensemble" for an ensemble whose platform is empty.
+/// load_model_config(save_model_config(x)) == x for every valid x (an ensemble's platform being
+/// "ensemble", as load_model_config sets it).
 [[nodiscard]] inline nlohmann::json save_model_config(const model_options& options) {
   return detail::write_model_config(options);
 }
