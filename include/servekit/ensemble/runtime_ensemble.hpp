@@ -7,7 +7,7 @@
 ///     servekit::model_registry registry;
 ///     registry.add(preprocess);  registry.add(classify);  registry.add(segment);
 ///     servekit::runtime_ensemble
-///     pipeline{servekit::load_model_config_file("pipeline/config.json"),
+///     pipeline{servekit::load_model_config(json_text),
 ///                                         registry};
 
 #include <servekit/core/config_error.hpp>
