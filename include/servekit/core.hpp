@@ -10,6 +10,7 @@
 #include <servekit/core/clock.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
+#include <servekit/core/fixed_string.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,59 +62,87 @@ constexpr std::string_view result_and_extra[] = {"RESULT", "EXTRA"};
 
 constexpr tensor_mapping in_from_image[] = {{"IN", "IMAGE"}};
 constexpr tensor_mapping in_from_mid[] = {{"IN", "mid"}};
-constexpr tensor_mapping in_from_prepped[] = {{"IN", "prepped"}};
 constexpr tensor_mapping out_to_mid[] = {{"OUT", "mid"}};
 constexpr tensor_mapping out_to_result[] = {{"OUT", "RESULT"}};
-constexpr tensor_mapping out_to_image[] = {{"OUT", "IMAGE"}};
 
-/// The chain's steps, with the second step's declared inputs and decoupled flag as given.
-constexpr step_description pre{"pre", in_from_image, out_to_mid, fp32_in, fp32_out};
-constexpr step_description cls{"cls", in_from_mid, out_to_result, fp32_in, fp32_out};
+/// A step with every field given (aggregate initialisation would warn about the defaulted ones).
+constexpr step_description make_step(std::string_view model, std::span<const tensor_mapping> reads,
+                                     std::span<const tensor_mapping> writes,
+                                     std::span<const tensor_spec> inputs,
+                                     std::span<const tensor_spec> outputs,
+                                     batch_dim batching = batch_dim::unknown,
+                                     bool decoupled = false) {
+  return {.model = model,
+          .input_map = reads,
+          .output_map = writes,
+          .declared_inputs = inputs,
+          .declared_outputs = outputs,
+          .batching = batching,
+          .decoupled = decoupled};
+}
+
+/// An ensemble with every field given; it declares nothing of its own unless told.
+constexpr ensemble_description make_graph(std::span<const std::string_view> inputs,
+                                          std::span<const std::string_view> outputs,
+                                          std::span<const step_description> steps,
+                                          std::span<const tensor_spec> declared_inputs = {},
+                                          std::span<const tensor_spec> declared_outputs = {}) {
+  return {.inputs = inputs,
+          .outputs = outputs,
+          .steps = steps,
+          .declared_inputs = declared_inputs,
+          .declared_outputs = declared_outputs,
+          .batching = batch_dim::unknown};
+}
+
+/// The chain's two steps; each graph below swaps in what it changes.
+constexpr step_description pre = make_step("pre", in_from_image, out_to_mid, fp32_in, fp32_out);
+constexpr step_description cls = make_step("cls", in_from_mid, out_to_result, fp32_in, fp32_out);
 
 namespace valid {
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image, result, steps};
+constexpr ensemble_description d = make_graph(image, result, steps);
 static_assert(!find_problem(d));
 } // namespace valid
 
 namespace no_steps {
-constexpr ensemble_description d{image, result, {}};
+constexpr ensemble_description d = make_graph(image, result, {});
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::no_steps && problem.step == npos);
 } // namespace no_steps
 
 namespace duplicate_input {
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image_twice, result, steps};
+constexpr ensemble_description d = make_graph(image_twice, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::duplicate_name && problem.tensor == "IMAGE");
 } // namespace duplicate_input
 
 namespace input_also_output {
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image, image, steps};
+constexpr ensemble_description d = make_graph(image, image, steps);
 static_assert(find_problem(d).fault == ensemble_fault::duplicate_name);
 } // namespace input_also_output
 
 namespace duplicate_output {
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image, result_twice, steps};
+constexpr ensemble_description d = make_graph(image, result_twice, steps);
 static_assert(find_problem(d).fault == ensemble_fault::duplicate_name);
 static_assert(find_problem(d).tensor == "RESULT");
 } // namespace duplicate_output
 
 namespace decoupled {
-constexpr step_description steps[] = {
-    pre, {"stream", in_from_mid, out_to_result, fp32_in, fp32_out, batch_dim::unknown, true}};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {pre, make_step("stream", in_from_mid, out_to_result, fp32_in,
+                                                     fp32_out, batch_dim::unknown, true)};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::decoupled_step && problem.step == 1);
 } // namespace decoupled
 
 namespace undeclared_input {
 constexpr tensor_mapping reads[] = {{"INPUT", "IMAGE"}};
-constexpr step_description steps[] = {{"pre", reads, out_to_mid, fp32_in, fp32_out}, cls};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {make_step("pre", reads, out_to_mid, fp32_in, fp32_out), cls};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::undeclared_model_tensor);
 static_assert(problem.step == 0 && problem.mapping == 0 && !problem.output_side);
@@ -122,8 +151,9 @@ static_assert(problem.tensor == "INPUT");
 
 namespace undeclared_output {
 constexpr tensor_mapping writes[] = {{"OUTPUT", "RESULT"}};
-constexpr step_description steps[] = {pre, {"cls", in_from_mid, writes, fp32_in, fp32_out}};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {pre,
+                                      make_step("cls", in_from_mid, writes, fp32_in, fp32_out)};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::undeclared_model_tensor);
 static_assert(problem.step == 1 && problem.mapping == 0 && problem.output_side);
@@ -134,24 +164,24 @@ namespace nothing_declared {
 // A model that declares nothing is not checked: any names, any types.
 constexpr tensor_mapping reads[] = {{"ANYTHING", "mid"}};
 constexpr tensor_mapping writes[] = {{"WHATEVER", "RESULT"}};
-constexpr step_description steps[] = {pre, {"opaque", reads, writes, {}, {}}};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {pre, make_step("opaque", reads, writes, {}, {})};
+constexpr ensemble_description d = make_graph(image, result, steps);
 static_assert(!find_problem(d));
 } // namespace nothing_declared
 
 namespace mapped_twice {
 constexpr tensor_mapping reads[] = {{"IN", "IMAGE"}, {"IN", "MASK"}};
-constexpr step_description steps[] = {{"pre", reads, out_to_mid, fp32_in, fp32_out}, cls};
-constexpr ensemble_description d{image_and_mask, result, steps};
+constexpr step_description steps[] = {make_step("pre", reads, out_to_mid, fp32_in, fp32_out), cls};
+constexpr ensemble_description d = make_graph(image_and_mask, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::model_tensor_mapped_twice);
 static_assert(problem.step == 0 && problem.mapping == 1 && problem.tensor == "IN");
 } // namespace mapped_twice
 
 namespace unmapped_input {
-constexpr step_description steps[] = {{"pre", in_from_image, out_to_mid, in_and_mask, fp32_out},
-                                      cls};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {
+    make_step("pre", in_from_image, out_to_mid, in_and_mask, fp32_out), cls};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::unmapped_model_input);
 static_assert(problem.step == 0 && problem.mapping == npos && problem.tensor == "MASK");
@@ -159,15 +189,16 @@ static_assert(problem.step == 0 && problem.mapping == npos && problem.tensor == 
 
 namespace unmapped_optional_input {
 constexpr step_description steps[] = {
-    {"pre", in_from_image, out_to_mid, in_and_optional_mask, fp32_out}, cls};
-constexpr ensemble_description d{image, result, steps};
+    make_step("pre", in_from_image, out_to_mid, in_and_optional_mask, fp32_out), cls};
+constexpr ensemble_description d = make_graph(image, result, steps);
 static_assert(!find_problem(d));
 } // namespace unmapped_optional_input
 
 namespace two_step_producers {
-constexpr step_description steps[] = {{"left", in_from_image, out_to_result, fp32_in, fp32_out},
-                                      {"right", in_from_image, out_to_result, fp32_in, fp32_out}};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {
+    make_step("left", in_from_image, out_to_result, fp32_in, fp32_out),
+    make_step("right", in_from_image, out_to_result, fp32_in, fp32_out)};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::two_producers);
 static_assert(problem.step == 1 && problem.mapping == 0 && problem.output_side);
@@ -178,8 +209,8 @@ static_assert(problem.peer_step == 0 && problem.peer_mapping == 0);
 namespace step_writes_an_input {
 constexpr tensor_mapping writes[] = {{"OUT", "RESULT"}, {"AUX", "IMAGE"}};
 constexpr tensor_spec outs[] = {{"OUT", data_type::fp32, {4}}, {"AUX", data_type::fp32, {4}}};
-constexpr step_description steps[] = {{"pre", in_from_image, writes, fp32_in, outs}};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {make_step("pre", in_from_image, writes, fp32_in, outs)};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::two_producers);
 static_assert(problem.step == 0 && problem.mapping == 1 && problem.tensor == "IMAGE");
@@ -189,10 +220,11 @@ static_assert(problem.peer == ensemble_peer::ensemble_input && problem.peer_step
 namespace unprovided {
 constexpr tensor_mapping reads[] = {{"FORMATTED_IMAGE", "preprocessed_image"}};
 constexpr tensor_spec formatted[] = {{"FORMATTED_IMAGE", data_type::fp32, {4}}};
-constexpr step_description steps[] = {{"preprocess", in_from_image, out_to_mid, fp32_in, fp32_out},
-                                      {"classify", reads, out_to_result, formatted, fp32_out}};
+constexpr step_description steps[] = {
+    make_step("preprocess", in_from_image, out_to_mid, fp32_in, fp32_out),
+    make_step("classify", reads, out_to_result, formatted, fp32_out)};
 constexpr std::string_view outputs[] = {"RESULT", "mid"};
-constexpr ensemble_description d{image, outputs, steps};
+constexpr ensemble_description d = make_graph(image, outputs, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::unprovided_tensor);
 static_assert(problem.step == 1 && problem.mapping == 0 && !problem.output_side);
@@ -201,7 +233,7 @@ static_assert(problem.tensor == "preprocessed_image");
 
 namespace unproduced {
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image, result_and_extra, steps};
+constexpr ensemble_description d = make_graph(image, result_and_extra, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::unproduced_output);
 static_assert(problem.step == npos && problem.tensor == "EXTRA");
@@ -209,7 +241,7 @@ static_assert(problem.step == npos && problem.tensor == "EXTRA");
 
 namespace unused {
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image_and_mask, result, steps};
+constexpr ensemble_description d = make_graph(image_and_mask, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::unused_input);
 static_assert(problem.step == npos && problem.tensor == "MASK");
@@ -220,9 +252,10 @@ namespace cycle {
 constexpr tensor_mapping merge_reads[] = {{"IN", "IMAGE"}, {"MASK", "STATE"}};
 constexpr tensor_mapping update_writes[] = {{"OUT", "STATE"}};
 constexpr std::string_view state[] = {"STATE"};
-constexpr step_description steps[] = {{"merge", merge_reads, out_to_mid, in_and_mask, fp32_out},
-                                      {"update", in_from_mid, update_writes, fp32_in, fp32_out}};
-constexpr ensemble_description d{image, state, steps};
+constexpr step_description steps[] = {
+    make_step("merge", merge_reads, out_to_mid, in_and_mask, fp32_out),
+    make_step("update", in_from_mid, update_writes, fp32_in, fp32_out)};
+constexpr ensemble_description d = make_graph(image, state, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::cycle);
 static_assert(problem.step == 0 && problem.mapping == 1 && problem.tensor == "STATE");
@@ -231,8 +264,9 @@ static_assert(problem.peer_mapping == 0);
 } // namespace cycle
 
 namespace type_between_steps {
-constexpr step_description steps[] = {pre, {"cls", in_from_mid, out_to_result, int32_in, fp32_out}};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {
+    pre, make_step("cls", in_from_mid, out_to_result, int32_in, fp32_out)};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::type_mismatch);
 static_assert(problem.step == 1 && problem.mapping == 0 && problem.tensor == "mid");
@@ -243,7 +277,7 @@ static_assert(problem.peer_mapping == 0);
 namespace type_of_declared_input {
 constexpr tensor_spec declared[] = {{"IMAGE", data_type::int32, {4}}};
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image, result, steps, declared, {}};
+constexpr ensemble_description d = make_graph(image, result, steps, declared, {});
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::type_mismatch);
 static_assert(problem.step == 0 && problem.mapping == 0 && problem.tensor == "IMAGE");
@@ -253,7 +287,7 @@ static_assert(problem.peer == ensemble_peer::ensemble_input);
 namespace type_of_declared_output {
 constexpr tensor_spec declared[] = {{"RESULT", data_type::fp16, {4}}};
 constexpr step_description steps[] = {pre, cls};
-constexpr ensemble_description d{image, result, steps, {}, declared};
+constexpr ensemble_description d = make_graph(image, result, steps, {}, declared);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::type_mismatch);
 static_assert(problem.step == 1 && problem.mapping == 0 && problem.output_side);
@@ -261,9 +295,9 @@ static_assert(problem.tensor == "RESULT" && problem.peer == ensemble_peer::ensem
 } // namespace type_of_declared_output
 
 namespace dims_between_steps {
-constexpr step_description steps[] = {pre,
-                                      {"cls", in_from_mid, out_to_result, fp32_in_5, fp32_out}};
-constexpr ensemble_description d{image, result, steps};
+constexpr step_description steps[] = {
+    pre, make_step("cls", in_from_mid, out_to_result, fp32_in_5, fp32_out)};
+constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::dims_mismatch);
 static_assert(problem.step == 1 && problem.mapping == 0 && problem.tensor == "mid");
@@ -273,9 +307,9 @@ static_assert(problem.peer == ensemble_peer::step && problem.peer_step == 0);
 namespace dims_between_readers {
 // IMAGE is not declared: its first reader sets what the others must agree with.
 constexpr std::string_view outputs[] = {"RESULT", "mid"};
-constexpr step_description steps[] = {pre,
-                                      {"cls", in_from_image, out_to_result, fp32_in_5, fp32_out}};
-constexpr ensemble_description d{image, outputs, steps};
+constexpr step_description steps[] = {
+    pre, make_step("cls", in_from_image, out_to_result, fp32_in_5, fp32_out)};
+constexpr ensemble_description d = make_graph(image, outputs, steps);
 constexpr ensemble_problem problem = find_problem(d);
 static_assert(problem.fault == ensemble_fault::dims_mismatch);
 static_assert(problem.step == 1 && problem.tensor == "IMAGE");
@@ -286,20 +320,20 @@ namespace batch_dims {
 // pre batches and writes [4]; flat does not batch and reads [-1, 4] (or [4]).
 constexpr tensor_spec any_by_4_in[] = {{"IN", data_type::fp32, {-1, 4}}};
 constexpr tensor_spec any_by_4_out[] = {{"OUT", data_type::fp32, {-1, 4}}};
-constexpr step_description batching_pre{"pre",   in_from_image, out_to_mid,
-                                        fp32_in, fp32_out,      batch_dim::present};
-constexpr step_description flat{"flat",      in_from_mid,  out_to_result,
-                                any_by_4_in, any_by_4_out, batch_dim::absent};
+constexpr step_description batching_pre =
+    make_step("pre", in_from_image, out_to_mid, fp32_in, fp32_out, batch_dim::present);
+constexpr step_description flat =
+    make_step("flat", in_from_mid, out_to_result, any_by_4_in, any_by_4_out, batch_dim::absent);
 constexpr step_description steps[] = {batching_pre, flat};
-constexpr ensemble_description d{image, result, steps};
+constexpr ensemble_description d = make_graph(image, result, steps);
 static_assert(!find_problem(d));
 // The other way round: a non-batching [-1, 4] feeds a batching [4].
-constexpr step_description flat_first{"flat",      in_from_image, out_to_mid,
-                                      any_by_4_in, any_by_4_out,  batch_dim::absent};
-constexpr step_description batching_cls{"cls",   in_from_mid, out_to_result,
-                                        fp32_in, fp32_out,    batch_dim::present};
+constexpr step_description flat_first =
+    make_step("flat", in_from_image, out_to_mid, any_by_4_in, any_by_4_out, batch_dim::absent);
+constexpr step_description batching_cls =
+    make_step("cls", in_from_mid, out_to_result, fp32_in, fp32_out, batch_dim::present);
 constexpr step_description reversed_steps[] = {flat_first, batching_cls};
-constexpr ensemble_description reversed{image, result, reversed_steps};
+constexpr ensemble_description reversed = make_graph(image, result, reversed_steps);
 static_assert(!find_problem(reversed));
 } // namespace batch_dims
 
@@ -664,10 +698,10 @@ TEST(EnsembleLoadChecks, NegativeMaxBatchSize) {
 TEST(EnsembleLoadChecks, ExactBatchingRefusesWhatCompileTimeLeniencyAccepts) {
   // preprocess batches and writes [-1, 4], i.e. [batch, -1, 4]; classify does not batch and
   // reads [4]. With batching unknown this passes; at load it is a shape mismatch.
-  auto pre = model("preprocess", 8, {config("RAW_IMAGE", data_type::fp32, {4})},
-                   {config("PREPROCESSED_OUTPUT", data_type::fp32, {-1, 4})});
+  auto producer = model("preprocess", 8, {config("RAW_IMAGE", data_type::fp32, {4})},
+                        {config("PREPROCESSED_OUTPUT", data_type::fp32, {-1, 4})});
   const auto e =
-      load_error(classify_pipeline(), {std::move(pre), classify_model(data_type::fp32, 0)});
+      load_error(classify_pipeline(), {std::move(producer), classify_model(data_type::fp32, 0)});
   EXPECT_EQ(e.path(), "/ensemble_scheduling/step/1/input_map/FORMATTED_IMAGE");
   EXPECT_NE(std::string{e.what()}.find("has inconsistent shape"), std::string::npos) << e.what();
 }
@@ -761,9 +795,9 @@ TEST(EnsembleLoadChecks, PlanAdaptsTheBatchDimensionBetweenBatchingAndNonBatchin
   EXPECT_EQ(flat.readers[0].dims, shape{4});
   // The batching ensemble's input to a batching step, and a batching step's output to the
   // batching ensemble's response: nothing to adapt.
-  const auto& image = plan.tensors[plan.inputs[0]];
-  ASSERT_EQ(image.readers.size(), 1U);
-  EXPECT_EQ(image.readers[0].adaptation, batch_adaptation::none);
+  const auto& input = plan.tensors[plan.inputs[0]];
+  ASSERT_EQ(input.readers.size(), 1U);
+  EXPECT_EQ(input.readers[0].adaptation, batch_adaptation::none);
   const auto& classification = plan.tensors[plan.outputs[0]];
   ASSERT_TRUE(classification.output.has_value());
   EXPECT_EQ(classification.output->step, no_index);

@@ -412,6 +412,54 @@ TEST(EnsembleBackpressure, MaxInflightRequestsCapsEachStepWithoutDeadlock) {
   slow_backend::reset();
 }
 
+TEST(EnsembleBackpressure, LaunchesWaitingForAPlaceAreAnsweredWhenTheirRequestsAreCancelled) {
+  slow_backend::reset();
+  gate hold;
+  std::atomic<int> executions{0};
+  slow_backend::before = [&](servekit::batch&) {
+    if (executions.fetch_add(1) == 0) {
+      EXPECT_TRUE(hold.wait());
+    }
+  };
+  servekit::model_options fo;
+  fo.name = "fast";
+  servekit::model_options so;
+  so.name = "slow";
+  fast_model fast{fo};
+  slow_model slow{so};
+  limited e{{.name = "limited", .max_inflight_requests = 1}, fast, slow};
+
+  const auto request_with = [](const servekit::cancellation_token& token) {
+    servekit::request r;
+    auto t = servekit::make_tensor("IN", data_type::fp32, shape{4});
+    std::fill(t.values<float>().begin(), t.values<float>().end(), 1.0F);
+    r.inputs.push_back(std::move(t));
+    r.cancellation = token;
+    return r;
+  };
+  auto first = e.infer(request_with({}));
+  while (executions.load() == 0) {
+    std::this_thread::yield();
+  }
+  // Thousands of launches queue for step 1's single place, then their requests are cancelled.
+  servekit::cancellation_source source;
+  constexpr int waiting = 3000;
+  std::vector<std::future<servekit::response>> futures;
+  futures.reserve(waiting);
+  for (int i = 0; i < waiting; ++i) {
+    futures.push_back(e.infer(request_with(source.token())));
+  }
+  source.cancel();
+  hold.open(); // the place frees once: every waiting launch is answered, none overflows the stack
+  EXPECT_TRUE(first.get().ok());
+  int cancelled = 0;
+  for (auto& f : futures) {
+    cancelled += f.get().status.code() == status_code::cancelled ? 1 : 0;
+  }
+  EXPECT_GE(cancelled, waiting - 1); // one may have been sent before the cancel
+  slow_backend::reset();
+}
+
 // -- batch dimension adaptation
 // --------------------------------------------------------------------
 

@@ -175,9 +175,6 @@ consteval bool report_ensemble_problem() {
   return true;
 }
 
-template <class Model>
-inline constexpr batch_dim compile_time_batching = batch_dim::unknown;
-
 /// The graph of `ensemble<Inputs, Outputs, Steps...>` as constants, and its check.
 template <class Inputs, class Outputs, class... Steps>
 struct ensemble_graph_of {
@@ -187,7 +184,7 @@ struct ensemble_graph_of {
                        Steps::output_map,
                        Steps::model_type::traits::inputs,
                        Steps::model_type::traits::outputs,
-                       compile_time_batching<typename Steps::model_type>,
+                       batch_dim::unknown, // max_batch_size is configuration
                        static_cast<bool>(Steps::model_type::traits::decoupled)}...};
   static constexpr ensemble_description description{
       Inputs::names, Outputs::names, steps, {}, {}, batch_dim::unknown};

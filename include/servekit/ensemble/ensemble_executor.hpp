@@ -189,7 +189,32 @@ private:
       next = g.waiting.front();
       g.waiting.pop_front();
     }
-    send(*next, s);
+    hand_over(*next, s);
+  }
+
+  /// Sends a launch that waited for a place. Such launches run one after another in a loop on
+  /// this thread rather than nested: a submit that fails at once finishes its step, which hands
+  /// its place on again, and a long queue would otherwise cost one stack frame per request.
+  void hand_over(detail::ensemble_run& run, std::size_t s) {
+    struct launch_later {
+      ensemble_executor* self;
+      detail::ensemble_run* run;
+      std::size_t step;
+    };
+    static thread_local std::vector<launch_later>* later = nullptr;
+    if (later != nullptr) {
+      later->push_back({this, &run, s});
+      return;
+    }
+    std::vector<launch_later> queue;
+    later = &queue;
+    send(run, s);
+    while (!queue.empty()) {
+      const launch_later next = queue.back();
+      queue.pop_back();
+      next.self->send(*next.run, next.step);
+    }
+    later = nullptr;
   }
 
   /// Sends step `s` of `run` to its model. After a successful submit `run` may already be gone.

@@ -24,8 +24,8 @@ struct tensor_mapping {
   std::string_view ensemble_tensor;
 };
 
-/// Whether a model's tensors carry the batch dimension. Known at load (max_batch_size > 0);
-/// at compile time only when the backend fixes its max_batch_size.
+/// Whether a model's tensors carry the batch dimension: known at load (max_batch_size > 0),
+/// unknown at compile time (max_batch_size is configuration), where both readings are accepted.
 enum class batch_dim : std::uint8_t { unknown, present, absent };
 
 /// One step as the checks see it.

@@ -1,0 +1,27 @@
+// expect: tensor_name\{"STATE"\}.*the steps form a cycle: step Step reads Tensor from step
+// Step 0 reads "STATE", which step 1 writes from "mixed", which step 0 writes.
+#include <servekit/ensemble/ensemble.hpp>
+#include <servekit/runtime/model.hpp>
+
+struct merge_backend {
+  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::fp32, {4}},
+                                                     {"STATE_IN", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  explicit merge_backend(const servekit::instance_context&) {}
+  void execute(servekit::batch&) {}
+};
+struct update_backend {
+  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  explicit update_backend(const servekit::instance_context&) {}
+  void execute(servekit::batch&) {}
+};
+
+using pipeline = servekit::ensemble<
+    servekit::inputs<"IMAGE">, servekit::outputs<"STATE">,
+    servekit::step<servekit::model<merge_backend>, servekit::in<"IN", "IMAGE">,
+                   servekit::in<"STATE_IN", "STATE">, servekit::out<"OUT", "mixed">>,
+    servekit::step<servekit::model<update_backend>, servekit::in<"IN", "mixed">,
+                   servekit::out<"OUT", "STATE">>>;
+
+[[maybe_unused]] constexpr auto size = sizeof(pipeline);

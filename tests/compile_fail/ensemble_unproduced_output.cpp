@@ -1,0 +1,18 @@
+// expect: tensor_name\{"SEGMENTATION"\}.*output Tensor is not produced by any step
+// The ensemble lists output "SEGMENTATION", but no step's output_map writes it.
+#include <servekit/ensemble/ensemble.hpp>
+#include <servekit/runtime/model.hpp>
+
+struct classify_backend {
+  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  explicit classify_backend(const servekit::instance_context&) {}
+  void execute(servekit::batch&) {}
+};
+using classify = servekit::model<classify_backend>;
+
+using pipeline = servekit::ensemble<
+    servekit::inputs<"IMAGE">, servekit::outputs<"CLASSIFICATION", "SEGMENTATION">,
+    servekit::step<classify, servekit::in<"IN", "IMAGE">, servekit::out<"OUT", "CLASSIFICATION">>>;
+
+[[maybe_unused]] constexpr auto size = sizeof(pipeline);
