@@ -217,19 +217,6 @@ std::vector<std::size_t> allowed_cpus() {
   return cpus;
 }
 
-/// Restricts `thread` to one CPU. Threads it creates afterwards inherit the restriction, which
-/// is how the runs below place a model's instance thread (created by the model's constructor).
-bool pin(pthread_t thread, std::size_t cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (pthread_setaffinity_np(thread, sizeof(set), &set) != 0) {
-    std::fprintf(stderr, "bench_dynamic: pthread_setaffinity_np(%zu) failed\n", cpu);
-    return false;
-  }
-  return true;
-}
-
 /// Where the measured threads run. `os`: wherever the kernel puts them (the default; on a
 /// small VM it usually keeps a waker and the thread it wakes on one CPU). `same`: every thread
 /// on one CPU. `split`: instance threads on one CPU, submitting threads on another.
@@ -243,85 +230,17 @@ struct cpu_plan {
   /// Call on the main thread before building a model: its threads inherit this.
   void before_instances() const {
     if (where == placement::split) {
-      pin(pthread_self(), second);
+      bench_support::pin(pthread_self(), second);
     }
   }
   /// Call on the main thread after building it: submitters (the main thread, and the threads it
   /// starts) go here.
   void before_submitters() const {
     if (where == placement::split) {
-      pin(pthread_self(), first);
+      bench_support::pin(pthread_self(), first);
     }
   }
 };
-
-// -- pingpong: the floor for waking a sleeping thread --------------------------------------------
-
-/// Median one-way hand-off between two threads that sleep in the kernel until woken (mutex +
-/// condition_variable, no spinning): where the kernel puts them, both on CPU `a` (a == b), or on
-/// CPUs `a` and `b`.
-double pingpong_us(int rounds, std::optional<std::pair<std::size_t, std::size_t>> cpus) {
-  std::mutex m;
-  std::condition_variable to_pong;
-  std::condition_variable to_ping;
-  int turn = 0; // 0: ping's move, 1: pong's move; guarded by m
-  bool stop = false;
-  std::vector<double> one_way;
-  one_way.reserve(static_cast<std::size_t>(rounds));
-  std::atomic<bool> go{false};
-
-  std::thread pong{[&] {
-    while (!go.load(std::memory_order_acquire)) {
-      std::this_thread::yield();
-    }
-    std::unique_lock lock{m};
-    for (;;) {
-      to_pong.wait(lock, [&] { return turn == 1 || stop; });
-      if (stop) {
-        return;
-      }
-      turn = 0;
-      lock.unlock();
-      to_ping.notify_one();
-      lock.lock();
-    }
-  }};
-  std::thread ping{[&] {
-    while (!go.load(std::memory_order_acquire)) {
-      std::this_thread::yield();
-    }
-    const int warmup = rounds / 10;
-    for (int i = 0; i < warmup + rounds; ++i) {
-      const auto t0 = bench_clock::now();
-      {
-        const std::lock_guard lock{m};
-        turn = 1;
-      }
-      to_pong.notify_one();
-      {
-        std::unique_lock lock{m};
-        to_ping.wait(lock, [&] { return turn == 0; });
-      }
-      const auto t1 = bench_clock::now();
-      if (i >= warmup) {
-        one_way.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2.0);
-      }
-    }
-    {
-      const std::lock_guard lock{m};
-      stop = true;
-    }
-    to_pong.notify_one();
-  }};
-  if (cpus) {
-    pin(ping.native_handle(), cpus->first);
-    pin(pong.native_handle(), cpus->second);
-  }
-  go.store(true, std::memory_order_release);
-  ping.join();
-  pong.join();
-  return bench_support::percentile(one_way, 0.5);
-}
 
 // -- latency: one request in flight -------------------------------------------------------------
 
@@ -677,10 +596,12 @@ int main(int argc, char** argv) {
              placement_name);
 
   if (cfg.runs("pingpong")) {
-    put("pingpong_us", pingpong_us(pingpong_rounds, std::nullopt));
-    put("pingpong_pinned_us", pingpong_us(pingpong_rounds, std::pair{plan.first, plan.first}));
+    put("pingpong_us", bench_support::pingpong_us(pingpong_rounds, std::nullopt));
+    put("pingpong_pinned_us",
+        bench_support::pingpong_us(pingpong_rounds, std::pair{plan.first, plan.first}));
     if (plan.second != plan.first) {
-      put("pingpong_cross_us", pingpong_us(pingpong_rounds, std::pair{plan.first, plan.second}));
+      put("pingpong_cross_us",
+          bench_support::pingpong_us(pingpong_rounds, std::pair{plan.first, plan.second}));
     }
     fmt::print("pingpong (condition_variable, one way, median): {:.1f} us; pinned to one CPU "
                "{:.1f} us; pinned to two CPUs {:.1f} us\n",
@@ -690,7 +611,7 @@ int main(int argc, char** argv) {
 
   // The pingpong figures above ignore --placement; everything below follows it.
   if (cfg.where == placement::same) {
-    pin(pthread_self(), plan.first); // every thread started from now on inherits it
+    bench_support::pin(pthread_self(), plan.first); // every thread started from now on inherits it
   }
 
   if (cfg.runs("latency")) {

@@ -252,18 +252,7 @@ double us_between(bench_clock::time_point a, bench_clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-// -- pingpong: the floor for waking a sleeping thread (as bench_dynamic) ------------------------
-
-bool pin(pthread_t thread, std::size_t cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (pthread_setaffinity_np(thread, sizeof(set), &set) != 0) {
-    std::fprintf(stderr, "bench_ensemble: pthread_setaffinity_np(%zu) failed\n", cpu);
-    return false;
-  }
-  return true;
-}
+// -- pingpong (bench_support::pingpong_us): the floor for waking a sleeping thread ---------------
 
 /// The first CPU this process may run on.
 std::size_t first_allowed_cpu() {
@@ -277,71 +266,6 @@ std::size_t first_allowed_cpu() {
     }
   }
   return 0;
-}
-
-/// Median one-way hand-off between two threads that sleep in the kernel until woken (mutex +
-/// condition_variable, no spinning): where the kernel puts them, or both on CPU `cpu`.
-double pingpong_us(int rounds, std::optional<std::size_t> cpu) {
-  std::mutex m;
-  std::condition_variable to_pong;
-  std::condition_variable to_ping;
-  int turn = 0; // 0: ping's move, 1: pong's move; guarded by m
-  bool stop = false;
-  std::vector<double> one_way;
-  one_way.reserve(static_cast<std::size_t>(rounds));
-  std::atomic<bool> go{false};
-
-  std::thread pong{[&] {
-    while (!go.load(std::memory_order_acquire)) {
-      std::this_thread::yield();
-    }
-    std::unique_lock lock{m};
-    for (;;) {
-      to_pong.wait(lock, [&] { return turn == 1 || stop; });
-      if (stop) {
-        return;
-      }
-      turn = 0;
-      lock.unlock();
-      to_ping.notify_one();
-      lock.lock();
-    }
-  }};
-  std::thread ping{[&] {
-    while (!go.load(std::memory_order_acquire)) {
-      std::this_thread::yield();
-    }
-    const int warmup = rounds / 10;
-    for (int i = 0; i < warmup + rounds; ++i) {
-      const auto t0 = bench_clock::now();
-      {
-        const std::lock_guard lock{m};
-        turn = 1;
-      }
-      to_pong.notify_one();
-      {
-        std::unique_lock lock{m};
-        to_ping.wait(lock, [&] { return turn == 0; });
-      }
-      const auto t1 = bench_clock::now();
-      if (i >= warmup) {
-        one_way.push_back(us_between(t0, t1) / 2.0);
-      }
-    }
-    {
-      const std::lock_guard lock{m};
-      stop = true;
-    }
-    to_pong.notify_one();
-  }};
-  if (cpu) {
-    pin(ping.native_handle(), *cpu);
-    pin(pong.native_handle(), *cpu);
-  }
-  go.store(true, std::memory_order_release);
-  ping.join();
-  pong.join();
-  return bench_support::percentile(one_way, 0.5);
 }
 
 // -- interleaved closed-loop latency ------------------------------------------------------------
@@ -664,8 +588,10 @@ int main(int argc, char** argv) {
              cfg.quick ? ", quick" : "");
 
   if (cfg.runs("pingpong")) {
-    put("pingpong_us", pingpong_us(pingpong_rounds, std::nullopt));
-    put("pingpong_pinned_us", pingpong_us(pingpong_rounds, first_allowed_cpu()));
+    put("pingpong_us", bench_support::pingpong_us(pingpong_rounds, std::nullopt));
+    put("pingpong_pinned_us",
+        bench_support::pingpong_us(pingpong_rounds,
+                                   std::pair{first_allowed_cpu(), first_allowed_cpu()}));
     fmt::print("pingpong (condition_variable, one way, median): {:.1f} us; pinned to one CPU "
                "{:.1f} us\n",
                figures["pingpong_us"], figures["pingpong_pinned_us"]);

@@ -2,12 +2,22 @@
 // What servekit's load generators share: order statistics, the machine's description and
 // command-line lists.
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace bench_support {
@@ -76,6 +86,85 @@ void add_names(const std::string& list, Set& out) {
     out.insert(list.substr(from, comma - from));
     from = comma + 1;
   }
+}
+
+/// Restricts `thread` to one CPU. Threads it creates afterwards inherit the restriction, which
+/// is how the runs below place a model's instance thread (created by the model's constructor).
+inline bool pin(pthread_t thread, std::size_t cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (pthread_setaffinity_np(thread, sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "bench: pthread_setaffinity_np(%zu) failed\n", cpu);
+    return false;
+  }
+  return true;
+}
+
+/// Median one-way hand-off between two threads that sleep in the kernel until woken (mutex +
+/// condition_variable, no spinning): where the kernel puts them, both on CPU `a` (a == b), or on
+/// CPUs `a` and `b`.
+inline double pingpong_us(int rounds, std::optional<std::pair<std::size_t, std::size_t>> cpus) {
+  std::mutex m;
+  std::condition_variable to_pong;
+  std::condition_variable to_ping;
+  int turn = 0; // 0: ping's move, 1: pong's move; guarded by m
+  bool stop = false;
+  std::vector<double> one_way;
+  one_way.reserve(static_cast<std::size_t>(rounds));
+  std::atomic<bool> go{false};
+
+  std::thread pong{[&] {
+    while (!go.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
+    std::unique_lock lock{m};
+    for (;;) {
+      to_pong.wait(lock, [&] { return turn == 1 || stop; });
+      if (stop) {
+        return;
+      }
+      turn = 0;
+      lock.unlock();
+      to_ping.notify_one();
+      lock.lock();
+    }
+  }};
+  std::thread ping{[&] {
+    while (!go.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
+    const int warmup = rounds / 10;
+    for (int i = 0; i < warmup + rounds; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      {
+        const std::lock_guard lock{m};
+        turn = 1;
+      }
+      to_pong.notify_one();
+      {
+        std::unique_lock lock{m};
+        to_ping.wait(lock, [&] { return turn == 0; });
+      }
+      const auto t1 = std::chrono::steady_clock::now();
+      if (i >= warmup) {
+        one_way.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2.0);
+      }
+    }
+    {
+      const std::lock_guard lock{m};
+      stop = true;
+    }
+    to_pong.notify_one();
+  }};
+  if (cpus) {
+    pin(ping.native_handle(), cpus->first);
+    pin(pong.native_handle(), cpus->second);
+  }
+  go.store(true, std::memory_order_release);
+  ping.join();
+  pong.join();
+  return percentile(one_way, 0.5);
 }
 
 } // namespace bench_support
