@@ -257,32 +257,45 @@ consteval bool check_ensemble() {
 /// servable: it can be submitted to, registered by name, and be a step of another ensemble.
 /// It holds references to its composing models, which must outlive it (declare them first).
 template <class Inputs, class Outputs, class... Steps>
-class ensemble {
+class ensemble;
+
+namespace detail {
+/// Sends step `s` to its model: a switch over the steps, no indirect call.
+template <class... Models>
+struct static_targets {
+  std::tuple<Models*...> models;
+
+  status submit(std::size_t s, request&& r, response_sink&& sink) {
+    return submit_at(s, std::move(r), std::move(sink), std::index_sequence_for<Models...>{});
+  }
+  void cancel(cancellation_source& source) {
+    std::apply([&](auto*... m) { (m->cancel(source), ...); }, models);
+  }
+
+private:
+  template <std::size_t... I>
+  status submit_at(std::size_t s, request&& r, response_sink&& sink,
+                   std::index_sequence<I...> /*steps*/) {
+    status out;
+    ((s == I ? (out = std::get<I>(models)->submit(std::move(r), std::move(sink)), true) : false) ||
+     ...);
+    return out;
+  }
+};
+} // namespace detail
+
+/// A pipeline of composing models, checked at compile time (see the file comment). It is itself
+/// servable: it can be submitted to, registered by name, and be a step of another ensemble.
+/// It holds references to its composing models, which must outlive it (declare them first).
+///
+/// Members (from ensemble_executor): `submit`, `infer`, `cancel`, `shutdown(mode)`,
+/// `statistics()` (an `ensemble_statistics`), `name`, `version`, `max_batch_size`, `inputs`,
+/// `outputs`, `plan`. The destructor drains.
+template <class Inputs, class Outputs, class... Steps>
+class ensemble : public ensemble_executor<detail::static_targets<typename Steps::model_type...>> {
   static_assert(detail::check_ensemble<Inputs, Outputs, Steps...>());
   using graph = detail::ensemble_graph_of<Inputs, Outputs, Steps...>;
-
-  /// Sends step `s` to its model: a switch over the steps, no indirect call.
-  struct targets {
-    std::tuple<typename Steps::model_type*...> models;
-
-    status submit(std::size_t s, request&& r, response_sink&& sink) {
-      return submit_at(s, std::move(r), std::move(sink), std::index_sequence_for<Steps...>{});
-    }
-    void cancel(cancellation_source& source) {
-      std::apply([&](auto*... m) { (m->cancel(source), ...); }, models);
-    }
-
-  private:
-    template <std::size_t... I>
-    status submit_at(std::size_t s, request&& r, response_sink&& sink,
-                     std::index_sequence<I...> /*steps*/) {
-      status out;
-      ((s == I ? (out = std::get<I>(models)->submit(std::move(r), std::move(sink)), true)
-               : false) ||
-       ...);
-      return out;
-    }
-  };
+  using executor = ensemble_executor<detail::static_targets<typename Steps::model_type...>>;
 
 public:
   /// The ensemble's own declarations, derived from its steps' (what an enclosing ensemble checks).
@@ -302,46 +315,13 @@ public:
   /// Throws config_error if they do not fit together as configured (e.g. batch sizes).
   explicit ensemble(typename Steps::model_type&... models)
       : ensemble(ensemble_options{}, models...) {}
-  ensemble(ensemble_options options, typename Steps::model_type&... models)
-      : options_{std::move(options)},
-        executor_{detail::build_plan(
-                      layout(options_),
-                      {detail::composing_info(models, Steps::model_type::traits::decoupled)...}),
-                  targets{{&models...}}, options_.max_inflight_requests} {}
-
-  ensemble(const ensemble&) = delete;
-  ensemble& operator=(const ensemble&) = delete;
-  /// Drains: returns once every accepted request has its final response.
-  ~ensemble() = default;
-
-  /// Accepts `r` or says why not (bad input, naming it). An accepted request gets exactly one
-  /// final response through `sink`, on the thread of the composing model that finished last.
-  [[nodiscard]] status submit(request&& r, response_sink sink) {
-    return executor_.submit(std::move(r), std::move(sink));
-  }
-  /// The same, as a future.
-  [[nodiscard]] std::future<response> infer(request&& r) {
-    return detail::infer_with(
-        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
-        std::move(r));
-  }
-  /// Cancels the requests whose tokens come from `source`, in every composing model.
-  void cancel(cancellation_source& source) { executor_.cancel(source); }
-  /// Stops accepting requests; returns when every accepted one is answered.
-  void shutdown(shutdown_mode mode) { executor_.shutdown(mode); }
-
-  [[nodiscard]] ensemble_statistics statistics() const { return executor_.statistics(); }
-  [[nodiscard]] const std::string& name() const noexcept { return options_.name; }
-  [[nodiscard]] std::int64_t version() const noexcept { return options_.version; }
-  [[nodiscard]] std::int32_t max_batch_size() const noexcept {
-    return executor_.plan().max_batch_size;
-  }
-  [[nodiscard]] std::span<const tensor_config> inputs() const noexcept {
-    return executor_.plan().input_configs;
-  }
-  [[nodiscard]] std::span<const tensor_config> outputs() const noexcept {
-    return executor_.plan().output_configs;
-  }
+  ensemble(const ensemble_options& options, typename Steps::model_type&... models)
+      : executor{detail::build_plan(
+                     layout(options),
+                     {detail::composing_info(models, Steps::model_type::traits::decoupled)...}),
+                 {{&models...}},
+                 options.version,
+                 options.max_inflight_requests} {}
 
 private:
   static detail::ensemble_layout layout(const ensemble_options& options) {
@@ -363,9 +343,6 @@ private:
     l.max_batch_size = options.max_batch_size;
     return l;
   }
-
-  ensemble_options options_;
-  ensemble_executor<targets> executor_;
 };
 
 } // namespace servekit

@@ -16,6 +16,7 @@
 #include <servekit/ensemble/detail/ensemble_plan.hpp>
 #include <servekit/ensemble/detail/ensemble_run.hpp>
 #include <servekit/metrics/ensemble_statistics.hpp>
+#include <servekit/runtime/detail/infer.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
 
 #include <atomic>
@@ -23,9 +24,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,14 +44,16 @@ concept ensemble_targets = requires(T& t, std::size_t step, request&& r, respons
   t.cancel(c);
 };
 
+/// Both ensemble forms are this class with their own `Targets`: it is the whole model surface
+/// (submit, infer, cancel, shutdown, statistics, name, inputs, outputs).
 template <ensemble_targets Targets>
 class ensemble_executor {
 public:
   /// `max_inflight_requests`: most requests of each step in flight at once (0: unlimited).
-  ensemble_executor(detail::ensemble_plan plan, Targets targets,
+  ensemble_executor(detail::ensemble_plan plan, Targets targets, std::int64_t version,
                     std::uint32_t max_inflight_requests)
       : plan_{std::move(plan)}, targets_{std::move(targets)}, counters_{step_infos(plan_)},
-        limit_{max_inflight_requests} {
+        version_{version}, limit_{max_inflight_requests} {
     bool all_known = true;
     for (const auto& c : plan_.input_configs) {
       all_known = all_known && c.type != data_type::invalid;
@@ -99,6 +104,13 @@ public:
     return {};
   }
 
+  /// The same, as a future.
+  [[nodiscard]] std::future<response> infer(request&& r) {
+    return detail::infer_with(
+        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
+        std::move(r));
+  }
+
   /// Cancels requests whose tokens come from `source`: step requests queued in composing
   /// models are answered `cancelled` at once; steps not yet sent are not sent.
   void cancel(cancellation_source& source) { targets_.cancel(source); }
@@ -117,8 +129,18 @@ public:
   }
 
   [[nodiscard]] ensemble_statistics statistics() const { return counters_.snapshot(); }
+  [[nodiscard]] const std::string& name() const noexcept { return plan_.name; }
+  [[nodiscard]] std::int64_t version() const noexcept { return version_; }
+  [[nodiscard]] std::int32_t max_batch_size() const noexcept { return plan_.max_batch_size; }
+  /// Declared (configured form) or derived from the steps; data type `invalid` where unknown.
+  [[nodiscard]] std::span<const tensor_config> inputs() const noexcept {
+    return plan_.input_configs;
+  }
+  [[nodiscard]] std::span<const tensor_config> outputs() const noexcept {
+    return plan_.output_configs;
+  }
+  /// The checked graph: tensors, steps in execution order, batch adaptation.
   [[nodiscard]] const detail::ensemble_plan& plan() const noexcept { return plan_; }
-  [[nodiscard]] Targets& targets() noexcept { return targets_; }
 
 private:
   /// A step's in-flight limit: a count, and the launches waiting for it to drop.
@@ -306,6 +328,7 @@ private:
   detail::ensemble_plan plan_;
   Targets targets_;
   detail::ensemble_counters counters_;
+  std::int64_t version_ = 1;
   request_validator validator_;
   bool check_names_ = false;
   std::uint32_t limit_ = 0;

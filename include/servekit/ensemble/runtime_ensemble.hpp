@@ -30,28 +30,32 @@
 
 namespace servekit {
 
-/// A configured ensemble. Servable, so it can be registered and be a step of another ensemble.
-/// The composing models must outlive it.
-class runtime_ensemble {
-  struct targets {
-    std::vector<model_ref> steps;
+namespace detail {
+/// Sends step `s` to the model registered for it (one indirect call).
+struct registry_targets {
+  std::vector<model_ref> steps;
 
-    status submit(std::size_t s, request&& r, response_sink&& sink) {
-      return steps[s].submit(std::move(r), std::move(sink));
-    }
-    void cancel(cancellation_source& source) {
-      for (std::size_t i = 0; i < steps.size(); ++i) {
-        bool seen = false;
-        for (std::size_t j = 0; j < i; ++j) {
-          seen = seen || steps[j].address() == steps[i].address();
-        }
-        if (!seen) {
-          steps[i].cancel(source);
-        }
+  status submit(std::size_t s, request&& r, response_sink&& sink) {
+    return steps[s].submit(std::move(r), std::move(sink));
+  }
+  void cancel(cancellation_source& source) {
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      bool seen = false;
+      for (std::size_t j = 0; j < i; ++j) {
+        seen = seen || steps[j].address() == steps[i].address();
+      }
+      if (!seen) {
+        steps[i].cancel(source);
       }
     }
-  };
+  }
+};
+} // namespace detail
 
+/// A configured ensemble. Servable, so it can be registered and be a step of another ensemble.
+/// The composing models must outlive it. Members as `ensemble<...>` (from ensemble_executor),
+/// plus `options()`.
+class runtime_ensemble : public ensemble_executor<detail::registry_targets> {
 public:
   /// What is known at compile time: nothing (the configuration decides).
   struct traits {
@@ -66,38 +70,10 @@ public:
   /// `max_batch_size`) from the models in `registry`. Throws config_error naming the step and
   /// tensor at fault, as Triton does at load.
   runtime_ensemble(const model_options& config, const model_registry& registry)
-      : options_{config}, executor_{plan(config, registry), resolve(config, registry),
-                                    config.ensemble_scheduling
-                                        ? config.ensemble_scheduling->max_inflight_requests
-                                        : 0U} {}
+      : ensemble_executor{plan(config, registry), resolve(config, registry), config.version,
+                          scheduling(config).max_inflight_requests},
+        options_{config} {}
 
-  runtime_ensemble(const runtime_ensemble&) = delete;
-  runtime_ensemble& operator=(const runtime_ensemble&) = delete;
-  ~runtime_ensemble() = default;
-
-  [[nodiscard]] status submit(request&& r, response_sink sink) {
-    return executor_.submit(std::move(r), std::move(sink));
-  }
-  [[nodiscard]] std::future<response> infer(request&& r) {
-    return detail::infer_with(
-        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
-        std::move(r));
-  }
-  void cancel(cancellation_source& source) { executor_.cancel(source); }
-  void shutdown(shutdown_mode mode) { executor_.shutdown(mode); }
-
-  [[nodiscard]] ensemble_statistics statistics() const { return executor_.statistics(); }
-  [[nodiscard]] const std::string& name() const noexcept { return options_.name; }
-  [[nodiscard]] std::int64_t version() const noexcept { return options_.version; }
-  [[nodiscard]] std::int32_t max_batch_size() const noexcept {
-    return executor_.plan().max_batch_size;
-  }
-  [[nodiscard]] std::span<const tensor_config> inputs() const noexcept {
-    return executor_.plan().input_configs;
-  }
-  [[nodiscard]] std::span<const tensor_config> outputs() const noexcept {
-    return executor_.plan().output_configs;
-  }
   [[nodiscard]] const model_options& options() const noexcept { return options_; }
 
 private:
@@ -111,8 +87,9 @@ private:
     return *config.ensemble_scheduling;
   }
 
-  static targets resolve(const model_options& config, const model_registry& registry) {
-    targets out;
+  static detail::registry_targets resolve(const model_options& config,
+                                          const model_registry& registry) {
+    detail::registry_targets out;
     const auto& steps = scheduling(config).step;
     for (std::size_t s = 0; s < steps.size(); ++s) {
       const auto found = registry.find(steps[s].model_name, steps[s].model_version);
@@ -132,7 +109,7 @@ private:
   }
 
   static detail::ensemble_plan plan(const model_options& config, const model_registry& registry) {
-    const auto t = resolve(config, registry);
+    const auto targets = resolve(config, registry);
     const auto& steps = scheduling(config).step;
     detail::ensemble_layout layout;
     layout.name = config.name;
@@ -150,13 +127,13 @@ private:
       auto& l = layout.steps.emplace_back();
       l.input_map.assign(steps[s].input_map.begin(), steps[s].input_map.end());
       l.output_map.assign(steps[s].output_map.begin(), steps[s].output_map.end());
-      models.push_back(detail::composing_info(t.steps[s], t.steps[s].decoupled()));
+      const model_ref m = targets.steps[s];
+      models.push_back(detail::composing_info(m, m.decoupled()));
     }
     return detail::build_plan(layout, std::move(models));
   }
 
   model_options options_;
-  ensemble_executor<targets> executor_;
 };
 
 } // namespace servekit
