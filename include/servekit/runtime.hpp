@@ -7,7 +7,6 @@
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/model_ref.hpp>
 #include <servekit/runtime/model_registry.hpp>
-#include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/runtime/sequence_shell.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
