@@ -355,6 +355,29 @@ TEST_F(Pipeline, ShutdownWaitsForRequestsInFlightThenRefusesNewOnes) {
   EXPECT_EQ(s.code(), status_code::unavailable);
 }
 
+TEST_F(Pipeline, ACancellingShutdownSendsNoFurtherSteps) {
+  gate hold;
+  gate preprocessing;
+  pre_backend::before = [&](servekit::batch&) {
+    preprocessing.open();
+    EXPECT_TRUE(hold.wait());
+  };
+  auto f = p.infer(make_request("IMAGE", 1.0F));
+  EXPECT_TRUE(preprocessing.wait());
+  std::thread opener{[&] {
+    std::this_thread::sleep_for(20ms); // lets shutdown start first (not a timing rule)
+    hold.open();
+  }};
+  p.shutdown(servekit::shutdown_mode::cancel); // returns once the request is answered
+  opener.join();
+  auto r = f.get();
+  EXPECT_EQ(r.status.code(), status_code::cancelled);
+  EXPECT_NE(r.status.message().find("ensemble 'pipeline' is shutting down"), std::string::npos)
+      << r.status.message();
+  EXPECT_EQ(cls.statistics().execution_count, 0U);
+  EXPECT_EQ(seg.statistics().execution_count, 0U);
+}
+
 TEST_F(Pipeline, AStepRejectedByItsModelFailsTheRequest) {
   seg.shutdown(servekit::shutdown_mode::drain);
   auto r = p.infer(make_request("IMAGE", 1.0F)).get();
