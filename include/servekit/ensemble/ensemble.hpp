@@ -211,16 +211,16 @@ struct ensemble_graph_of {
     std::array<tensor_spec, N> specs{};
     bool complete = true;
     for (std::size_t i = 0; i < N; ++i) {
-      const tensor_spec* found = nullptr;
+      std::optional<tensor_spec> found;
       for (const auto& s : steps) {
         for (const auto& m : reading ? s.input_map : s.output_map) {
-          if (found == nullptr && m.ensemble_tensor == names[i]) {
+          if (!found && m.ensemble_tensor == names[i]) {
             found = find_spec(reading ? s.declared_inputs : s.declared_outputs, m.model_tensor);
           }
         }
       }
-      complete = complete && found != nullptr;
-      if (found != nullptr) {
+      complete = complete && found.has_value();
+      if (found) {
         specs[i] = *found;
       }
       specs[i].name = names[i];

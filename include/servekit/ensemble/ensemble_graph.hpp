@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -101,14 +102,16 @@ namespace detail {
   return false;
 }
 
-[[nodiscard]] constexpr const tensor_spec* find_spec(std::span<const tensor_spec> specs,
-                                                     std::string_view name) noexcept {
+/// The spec named `name`, by value: comparing addresses of a backend's `static constexpr` specs
+/// with null is not a constant expression for every compiler configuration (g++ with ASan).
+[[nodiscard]] constexpr std::optional<tensor_spec> find_spec(std::span<const tensor_spec> specs,
+                                                             std::string_view name) noexcept {
   for (const auto& s : specs) {
     if (s.name == name) {
-      return &s;
+      return s;
     }
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 /// Same rank and every dim equal or -1 on either side (Triton's CompareDimsWithWildcard).
@@ -197,7 +200,7 @@ struct tensor_source {
                   .tensor = name};
         }
       }
-      if (!declared.empty() && find_spec(declared, name) == nullptr) {
+      if (!declared.empty() && !find_spec(declared, name)) {
         return {.fault = ensemble_fault::undeclared_model_tensor,
                 .step = s,
                 .mapping = m,
@@ -324,9 +327,10 @@ struct tensor_source {
 
 /// The spec and batching of what provides `tensor` to a consumer, when known.
 struct provided_spec {
-  const tensor_spec* spec = nullptr;
+  std::optional<tensor_spec> spec;
   batch_dim batching = batch_dim::unknown;
   tensor_source source;
+  bool from_reader = false; ///< an undeclared ensemble input: `source` is its first declared reader
 };
 
 [[nodiscard]] constexpr provided_spec provider_spec(const ensemble_description& d,
@@ -334,11 +338,12 @@ struct provided_spec {
   const auto src = source_of(d, tensor);
   if (src.kind == ensemble_peer::step) {
     const auto& p = d.steps[src.step];
-    return {find_spec(p.declared_outputs, p.output_map[src.mapping].model_tensor), p.batching, src};
+    return {find_spec(p.declared_outputs, p.output_map[src.mapping].model_tensor), p.batching, src,
+            false};
   }
   if (src.kind == ensemble_peer::ensemble_input) {
-    if (const auto* declared = find_spec(d.declared_inputs, tensor)) {
-      return {declared, d.batching, src};
+    if (auto declared = find_spec(d.declared_inputs, tensor)) {
+      return {declared, d.batching, src, false};
     }
     // Undeclared ensemble input: its first consumer that declares it sets the expectation.
     for (std::size_t s = 0; s < d.steps.size(); ++s) {
@@ -347,8 +352,8 @@ struct provided_spec {
         if (c.input_map[m].ensemble_tensor != tensor) {
           continue;
         }
-        if (const auto* spec = find_spec(c.declared_inputs, c.input_map[m].model_tensor)) {
-          return {spec, c.batching, {ensemble_peer::step, s, m}};
+        if (auto spec = find_spec(c.declared_inputs, c.input_map[m].model_tensor)) {
+          return {spec, c.batching, {ensemble_peer::step, s, m}, true};
         }
       }
     }
@@ -374,12 +379,15 @@ struct provided_spec {
   for (std::size_t s = 0; s < d.steps.size(); ++s) {
     const auto& c = d.steps[s];
     for (std::size_t m = 0; m < c.input_map.size(); ++m) {
-      const auto* consumed = find_spec(c.declared_inputs, c.input_map[m].model_tensor);
+      const auto consumed = find_spec(c.declared_inputs, c.input_map[m].model_tensor);
       const auto provided = provider_spec(d, c.input_map[m].ensemble_tensor);
-      if (consumed == nullptr || provided.spec == nullptr || provided.spec == consumed) {
+      const bool itself =
+          provided.from_reader && provided.source.step == s && provided.source.mapping == m;
+      if (!consumed || !provided.spec || itself) {
         continue;
       }
-      const bool from_input = find_spec(d.declared_inputs, c.input_map[m].ensemble_tensor);
+      const bool from_input =
+          find_spec(d.declared_inputs, c.input_map[m].ensemble_tensor).has_value();
       const ensemble_problem where{.step = s,
                                    .mapping = m,
                                    .tensor = c.input_map[m].ensemble_tensor,
@@ -393,9 +401,9 @@ struct provided_spec {
     }
   }
   for (const auto out : d.outputs) {
-    const auto* declared = find_spec(d.declared_outputs, out);
+    const auto declared = find_spec(d.declared_outputs, out);
     const auto provided = provider_spec(d, out);
-    if (declared == nullptr || provided.spec == nullptr) {
+    if (!declared || !provided.spec) {
       continue;
     }
     const ensemble_problem where{.step = provided.source.step,
@@ -489,16 +497,15 @@ struct provided_spec {
     const bool types = p.fault == ensemble_fault::type_mismatch;
     const auto what = types ? std::string{"data type"} : std::string{"shape"};
     if (p.peer == ensemble_peer::ensemble_output) {
-      const auto* produced = detail::find_spec(d.steps[p.step].declared_outputs,
-                                               d.steps[p.step].output_map[p.mapping].model_tensor);
-      const auto* declared = detail::find_spec(d.declared_outputs, p.tensor);
+      const auto produced = detail::find_spec(d.steps[p.step].declared_outputs,
+                                              d.steps[p.step].output_map[p.mapping].model_tensor);
+      const auto declared = detail::find_spec(d.declared_outputs, p.tensor);
       return out + "output " + q(p.tensor) + " has inconsistent " + what + ": " +
              step_name(p.step) + " produces " + spec_text(*produced) + ", the ensemble declares " +
              spec_text(*declared);
     }
     const auto& c = d.steps[p.step];
-    const auto* consumed =
-        detail::find_spec(c.declared_inputs, c.input_map[p.mapping].model_tensor);
+    const auto consumed = detail::find_spec(c.declared_inputs, c.input_map[p.mapping].model_tensor);
     const auto provided = detail::provider_spec(d, p.tensor);
     std::string from;
     if (p.peer == ensemble_peer::ensemble_input) {
