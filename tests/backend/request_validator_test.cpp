@@ -138,3 +138,22 @@ TEST(request_validator, optional_inputs_may_be_omitted) {
 }
 
 } // namespace
+
+namespace {
+TEST(request_validator, an_input_of_unknown_type_is_checked_by_name_only) {
+  const servekit::request_validator v{
+      "ensemble", 0, {{"IN", data_type::invalid, shape{}}}, {{"OUT", data_type::invalid, shape{}}}};
+  servekit::request any_type;
+  any_type.inputs.push_back(servekit::make_tensor("IN", data_type::int32, shape{3, 5}));
+  EXPECT_TRUE(check(v, any_type).ok());
+
+  servekit::request unknown;
+  unknown.inputs.push_back(servekit::make_tensor("PICTURE", data_type::int32, shape{3}));
+  const auto s = check(v, unknown);
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument);
+  EXPECT_NE(s.message().find("unexpected inference input 'PICTURE'"), std::string::npos);
+
+  const auto missing = check(v, servekit::request{});
+  EXPECT_NE(missing.message().find("missing inference input 'IN'"), std::string::npos);
+}
+} // namespace

@@ -16,7 +16,9 @@
 
 namespace servekit {
 
-/// Checks requests against a model's declared inputs and outputs and its max_batch_size.
+/// Checks requests against a model's declared inputs and outputs and its max_batch_size. An
+/// input declared with data type `invalid` (an ensemble input no step declares) is checked by
+/// name only.
 /// Built once per model; `validate` allocates nothing unless it reports an error.
 class request_validator {
 public:
@@ -64,7 +66,7 @@ public:
                                   std::to_string(batch) + " for model '" + model_name_ + "'");
         }
       }
-      if (spec != nullptr) {
+      if (spec != nullptr && spec->type != data_type::invalid) {
         if (auto s = check_input(t, *spec, batched); !s.ok()) {
           return s;
         }

@@ -54,14 +54,8 @@ public:
                     std::uint32_t max_inflight_requests)
       : plan_{std::move(plan)}, targets_{std::move(targets)}, counters_{step_infos(plan_)},
         version_{version}, limit_{max_inflight_requests} {
-    bool all_known = true;
-    for (const auto& c : plan_.input_configs) {
-      all_known = all_known && c.type != data_type::invalid;
-    }
-    validator_ = request_validator{plan_.name, plan_.max_batch_size,
-                                   all_known ? plan_.input_configs : std::vector<tensor_config>{},
+    validator_ = request_validator{plan_.name, plan_.max_batch_size, plan_.input_configs,
                                    plan_.output_configs};
-    check_names_ = !all_known;
     if (limit_ != 0) {
       gates_ = std::make_unique<gate[]>(plan_.steps.size());
     }
@@ -78,7 +72,7 @@ public:
       return invalid_argument("submit to ensemble '" + plan_.name + "' needs a response sink");
     }
     std::int64_t elements = 1;
-    if (auto s = validate(r, elements); !s.ok()) {
+    if (auto s = validator_.validate(r, elements); !s.ok()) {
       return s;
     }
     active_.fetch_add(1, std::memory_order_acq_rel);
@@ -157,25 +151,6 @@ private:
       out.push_back({s.model.name, s.model.version});
     }
     return out;
-  }
-
-  [[nodiscard]] status validate(const request& r, std::int64_t& elements) const {
-    if (auto s = validator_.validate(r, elements); !s.ok() || !check_names_) {
-      return s;
-    }
-    for (const auto& t : r.inputs) {
-      if (detail::find_config(plan_.input_configs, t.name) == nullptr) {
-        return invalid_argument("unexpected inference input '" + t.name + "' for model '" +
-                                plan_.name + "'");
-      }
-    }
-    for (const auto& c : plan_.input_configs) {
-      if (!c.optional && r.find_input(c.name) == nullptr) {
-        return invalid_argument("missing inference input '" + c.name + "' for model '" +
-                                plan_.name + "'");
-      }
-    }
-    return {};
   }
 
   void launch(detail::ensemble_run& run, const detail::ready_steps& ready) {
@@ -330,7 +305,6 @@ private:
   detail::ensemble_counters counters_;
   std::int64_t version_ = 1;
   request_validator validator_;
-  bool check_names_ = false;
   std::uint32_t limit_ = 0;
   std::unique_ptr<gate[]> gates_;
   std::atomic<bool> stopping_{false};

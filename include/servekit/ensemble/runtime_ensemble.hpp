@@ -70,13 +70,16 @@ public:
   /// `max_batch_size`) from the models in `registry`. Throws config_error naming the step and
   /// tensor at fault, as Triton does at load.
   runtime_ensemble(const model_options& config, const model_registry& registry)
-      : ensemble_executor{plan(config, registry), resolve(config, registry), config.version,
-                          scheduling(config).max_inflight_requests},
-        options_{config} {}
+      : runtime_ensemble{config, resolve(config, registry)} {}
 
   [[nodiscard]] const model_options& options() const noexcept { return options_; }
 
 private:
+  runtime_ensemble(const model_options& config, const detail::registry_targets& targets)
+      : ensemble_executor{plan(config, targets), targets, config.version,
+                          scheduling(config).max_inflight_requests},
+        options_{config} {}
+
   static const ensemble_scheduling_options& scheduling(const model_options& config) {
     if (!config.ensemble_scheduling) {
       throw config_error(config_error_code::bad_value, "/ensemble_scheduling",
@@ -108,8 +111,8 @@ private:
     return out;
   }
 
-  static detail::ensemble_plan plan(const model_options& config, const model_registry& registry) {
-    const auto targets = resolve(config, registry);
+  static detail::ensemble_plan plan(const model_options& config,
+                                    const detail::registry_targets& targets) {
     const auto& steps = scheduling(config).step;
     detail::ensemble_layout layout;
     layout.name = config.name;

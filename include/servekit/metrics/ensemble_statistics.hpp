@@ -116,24 +116,15 @@ public:
   }
 
 private:
-  struct atomic_duration {
-    std::atomic<std::uint64_t> count{0};
-    std::atomic<std::uint64_t> ns{0};
-  };
   struct step_counters {
     atomic_duration success, fail, queue, compute_input, compute_infer, compute_output;
   };
 
-  static void add(atomic_duration& d, std::uint64_t ns) noexcept {
-    d.count.fetch_add(1, std::memory_order_relaxed);
-    d.ns.fetch_add(ns, std::memory_order_relaxed);
-  }
+  static void add(atomic_duration& d, std::uint64_t ns) noexcept { d.add(ns); }
   static std::uint64_t load(const std::atomic<std::uint64_t>& a) noexcept {
     return a.load(std::memory_order_relaxed);
   }
-  static duration_stat load(const atomic_duration& d) noexcept {
-    return {load(d.count), load(d.ns)};
-  }
+  static duration_stat load(const atomic_duration& d) noexcept { return d.load(); }
 
   std::vector<step_info> info_;
   std::vector<step_counters> steps_;

@@ -98,6 +98,22 @@ struct statistics_snapshot {
   }
 };
 
+namespace detail {
+/// A `duration_stat` that many threads add to: relaxed atomics, read one counter at a time.
+struct atomic_duration {
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> ns{0};
+
+  void add(std::uint64_t duration_ns) noexcept {
+    count.fetch_add(1, std::memory_order_relaxed);
+    ns.fetch_add(duration_ns, std::memory_order_relaxed);
+  }
+  [[nodiscard]] duration_stat load() const noexcept {
+    return {count.load(std::memory_order_relaxed), ns.load(std::memory_order_relaxed)};
+  }
+};
+} // namespace detail
+
 /// Live statistics of one model. Writers (instance threads, submitters) use relaxed atomic
 /// adds, aggregated per batch so a batch of 32 costs the same as a batch of 1.
 class model_statistics {
@@ -223,10 +239,7 @@ public:
   }
 
 private:
-  struct atomic_duration {
-    std::atomic<std::uint64_t> count{0};
-    std::atomic<std::uint64_t> ns{0};
-  };
+  using atomic_duration = detail::atomic_duration;
   struct atomic_batch_size {
     atomic_duration compute_input;
     atomic_duration compute_infer;

@@ -78,7 +78,8 @@ struct plan_step {
   composing_model_info model;
   std::vector<std::string> input_names; ///< model input names, one per input_map entry
   std::vector<std::size_t> input_tensors;
-  std::vector<std::string> output_names; ///< model output names, one per output_map entry
+  std::vector<std::size_t> input_readers; ///< per input: its entry in the tensor's `readers`
+  std::vector<std::string> output_names;  ///< model output names, one per output_map entry
   std::vector<std::size_t> output_tensors;
   /// What to ask the model for: empty (everything) unless the output_map leaves some out.
   std::vector<std::string> requested_outputs;
@@ -267,6 +268,7 @@ struct ensemble_layout {
     auto& step = plan.steps[s];
     for (const auto& [model_tensor, ensemble_tensor] : layout.steps[s].input_map) {
       const std::size_t t = plan.tensor_index(ensemble_tensor);
+      step.input_readers.push_back(plan.tensors[t].readers.size());
       plan.tensors[t].readers.push_back(make_reader(s, step.input_names.size(), batches(t),
                                                     models[s].max_batch_size > 0,
                                                     find_config(models[s].inputs, model_tensor)));

@@ -187,11 +187,7 @@ public:
       const std::size_t t = step.input_tensors[i];
       tensor in = take(t);
       in.name = step.input_names[i];
-      for (const auto& reader : plan_->tensors[t].readers) {
-        if (reader.step == s && reader.slot == i) {
-          adapt_shape(in.shape, reader);
-        }
-      }
+      adapt_shape(in.shape, plan_->tensors[t].readers[step.input_readers[i]]);
       out.inputs.push_back(std::move(in));
     }
     return out;
@@ -272,7 +268,7 @@ private:
     if (sl.shared == nullptr) {
       return std::move(sl.value);
     }
-    return tensor{sl.value.name, sl.value.type, sl.value.shape, sl.shared->alias()};
+    return tensor{{}, sl.value.type, sl.value.shape, sl.shared->alias()}; // the reader names it
   }
 
   void fail(std::size_t s, const status& why) {
