@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages servekit needs to build and test. Idempotent: does nothing
-# (and needs no network or root) when they are all installed.
+# (and needs no network or root) when they are all installed. clang and libclang-rt-14-dev
+# (libFuzzer and clang's sanitizer runtimes) are for the fuzz preset; wrk cross-checks the load
+# generator (docs/benchmarks.md).
 set -euo pipefail
 
 packages=(
@@ -14,6 +16,9 @@ packages=(
   libbenchmark-dev
   clang-format
   curl
+  clang
+  libclang-rt-14-dev
+  wrk
 )
 
 missing=()

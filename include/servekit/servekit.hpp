@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Everything servekit offers, in one include.
+/// Everything servekit offers, in one include, except the HTTP front end (servekit/http.hpp),
+/// which brings Boost.Beast.
 
 #include <servekit/backend.hpp>
 #include <servekit/config.hpp>
@@ -8,6 +9,7 @@
 #include <servekit/ensemble.hpp>
 #include <servekit/metrics.hpp>
 #include <servekit/queue.hpp>
+#include <servekit/repository.hpp>
 #include <servekit/runtime.hpp>
 #include <servekit/schedule.hpp>
 #include <servekit/state.hpp>

@@ -1590,12 +1590,13 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
 }
 
 /// Parses `json_text` and reads it as load_model_config(const nlohmann::json&) does. Text that
-/// is not JSON throws config_error with code parse_error and the parser's message.
+/// is not JSON (or holds a number no double can represent, such as 1e400) throws config_error
+/// with code parse_error and the parser's message.
 [[nodiscard]] inline model_options load_model_config(std::string_view json_text) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(json_text.data(), json_text.data() + json_text.size());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) { // parse_error, or out_of_range for 1e400
     throw config_error(config_error_code::parse_error, "",
                        std::string{"model config is not valid JSON: "} + e.what());
   }

@@ -71,7 +71,11 @@ public:
       return;
     }
 #endif
+#if defined(__cpp_sized_deallocation)
     ::operator delete(p, size);
+#else
+    ::operator delete(p); // clang before 17 leaves sized deallocation off by default
+#endif
   }
 
 private:

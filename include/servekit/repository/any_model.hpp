@@ -1,0 +1,100 @@
+#pragma once
+/// \file
+/// any_model: an owning, move-only, type-erased servable, for code that picks a model's type at
+/// run time (backend_list, model_repository). The owning counterpart of model_ref.
+
+#include <servekit/runtime/model_ref.hpp>
+#include <servekit/runtime/shutdown_mode.hpp>
+
+#include <memory>
+#include <utility>
+
+namespace servekit {
+
+/// Owns one servable of any type, on the heap (so that model_refs to it stay valid when the
+/// any_model moves). Destroying it destroys the servable, which drains what it accepted.
+///
+///     servekit::any_model m = servekit::any_model::make<servekit::model<my_backend>>(options);
+///     (void)m.ref().submit(std::move(request), sink);
+class any_model {
+public:
+  /// Empty: holds nothing (`ref()` must not be called).
+  any_model() noexcept = default;
+
+  /// Constructs an `M` in place from `args`.
+  template <servable M, class... Args>
+  [[nodiscard]] static any_model make(Args&&... args) {
+    auto owned = std::make_unique<M>(std::forward<Args>(args)...);
+    any_model out;
+    out.self_ = owned.release();
+    out.ops_ = &ops_for<M>;
+    return out;
+  }
+
+  any_model(any_model&& other) noexcept
+      : self_{std::exchange(other.self_, nullptr)}, ops_{std::exchange(other.ops_, nullptr)} {}
+  any_model& operator=(any_model&& other) noexcept {
+    if (this != &other) {
+      reset();
+      self_ = std::exchange(other.self_, nullptr);
+      ops_ = std::exchange(other.ops_, nullptr);
+    }
+    return *this;
+  }
+  any_model(const any_model&) = delete;
+  any_model& operator=(const any_model&) = delete;
+
+  ~any_model() { reset(); }
+
+  /// Whether it holds a servable.
+  [[nodiscard]] explicit operator bool() const noexcept { return self_ != nullptr; }
+
+  /// A non-owning handle to the servable; valid while this any_model (or what it moved to)
+  /// lives.
+  [[nodiscard]] model_ref ref() const noexcept { return ops_->ref(self_); }
+
+  /// Stops accepting requests and stops the servable's threads (see model::shutdown).
+  /// Idempotent; a servable without `shutdown(shutdown_mode)` is left to its destructor.
+  void shutdown(shutdown_mode mode) {
+    if (self_ != nullptr) {
+      ops_->shutdown(self_, mode);
+    }
+  }
+
+  /// The servable if it is an `M`, else nullptr (for tests and diagnostics).
+  template <servable M>
+  [[nodiscard]] M* get() const noexcept {
+    return ops_ == &ops_for<M> ? static_cast<M*>(self_) : nullptr;
+  }
+
+  /// Destroys the servable (draining it); leaves this empty.
+  void reset() noexcept {
+    if (self_ != nullptr) {
+      ops_->destroy(std::exchange(self_, nullptr));
+      ops_ = nullptr;
+    }
+  }
+
+private:
+  struct operations {
+    model_ref (*ref)(void*) noexcept;
+    void (*shutdown)(void*, shutdown_mode);
+    void (*destroy)(void*) noexcept;
+  };
+
+  // One table per type, inline so that its address identifies the type in every TU (get<M>).
+  template <class M>
+  static constexpr operations ops_for{
+      [](void* m) noexcept -> model_ref { return *static_cast<M*>(m); },
+      [](void* m, shutdown_mode mode) {
+        if constexpr (requires(M & x, shutdown_mode md) { x.shutdown(md); }) {
+          static_cast<M*>(m)->shutdown(mode);
+        }
+      },
+      [](void* m) noexcept { delete static_cast<M*>(m); }};
+
+  void* self_ = nullptr;
+  const operations* ops_ = nullptr;
+};
+
+} // namespace servekit

@@ -1,0 +1,131 @@
+#pragma once
+/// \file
+/// backend_list: the backends a server can serve, by name, and the composition each model config
+/// asks for. This is where compile-time composition meets run-time configuration: every backend
+/// is compiled into at most four model types, and the config's `backend` and scheduling fields
+/// pick one.
+///
+///     using bundled = servekit::backend_list<servekit::named_backend<"add_sub", add_sub_backend>,
+///                                            servekit::named_backend<"identity", identity>>;
+///     servekit::any_model m = bundled::make(servekit::load_model_config(text));
+
+#include <servekit/backend/backend.hpp>
+#include <servekit/core/config_error.hpp>
+#include <servekit/core/fixed_string.hpp>
+#include <servekit/repository/any_model.hpp>
+#include <servekit/runtime/model.hpp>
+#include <servekit/runtime/model_options.hpp>
+#include <servekit/runtime/resolved_config.hpp>
+#include <servekit/schedule/default_scheduler.hpp>
+#include <servekit/schedule/dynamic_batcher.hpp>
+#include <servekit/schedule/sequence_batcher.hpp>
+#include <servekit/state/host_state_store.hpp>
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace servekit {
+
+/// A backend type and the name configs give it in their `backend` field.
+template <fixed_string Name, class Backend>
+struct named_backend {
+  static constexpr std::string_view name = Name.view();
+  using backend_type = Backend;
+};
+
+namespace detail {
+
+/// The model types a backend is served as, one per scheduler a config can ask for. Instance
+/// counts are run-time options (`instance_group`), so they need no type of their own.
+template <class Backend>
+struct compositions {
+  using default_model = model<Backend, default_scheduler>;
+  using batching_model = model<Backend, dynamic_batcher<>>;
+  using direct_sequence_model = model<Backend, sequence_batcher<direct, host_state_store>>;
+  using oldest_sequence_model = model<Backend, sequence_batcher<oldest, host_state_store>>;
+};
+
+/// Builds the composition `config` asks for: sequence_batching (by strategy), then
+/// dynamic_batching, else the default scheduler. A composition the backend cannot take is a
+/// config_error at the field that asks for it, not a compile error.
+template <class Backend>
+[[nodiscard]] any_model make_composition(const model_options& config, const test_hooks& hooks) {
+  using types = compositions<Backend>;
+  if (config.sequence_batching) {
+    if (config.sequence_batching->strategy == sequence_strategy::oldest) {
+      return any_model::make<typename types::oldest_sequence_model>(config, hooks);
+    }
+    return any_model::make<typename types::direct_sequence_model>(config, hooks);
+  }
+  if (config.dynamic_batching) {
+    if constexpr (backend_traits<Backend>::batching) {
+      return any_model::make<typename types::batching_model>(config, hooks);
+    } else {
+      throw config_error(config_error_code::bad_value, "/dynamic_batching",
+                         "backend '" + config.backend +
+                             "' does not support batching (its `batching` is false), so model '" +
+                             config.name + "' cannot use dynamic_batching");
+    }
+  }
+  return any_model::make<typename types::default_model>(config, hooks);
+}
+
+} // namespace detail
+
+/// Backends by name (`named_backend<"name", Backend>...`), and the factory a model repository
+/// builds its models with.
+template <class... Named>
+struct backend_list {
+  static_assert(sizeof...(Named) > 0, "servekit: backend_list needs at least one named_backend");
+
+  /// The names, in the order given.
+  static constexpr std::array<std::string_view, sizeof...(Named)> names{Named::name...};
+
+  /// Builds the model `config` describes: the backend named by `config.backend`, composed with
+  /// the scheduler its `sequence_batching` (direct or oldest) or `dynamic_batching` asks for,
+  /// else the default scheduler, with the instance counts of its `instance_group`. Throws
+  /// config_error at "/backend" for an unknown backend (listing the known ones), and whatever the
+  /// model's constructor throws (config_error naming the field; a backend constructor's
+  /// failure as config_error at "/instance_group").
+  [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {}) {
+    any_model out;
+    const bool found =
+        ((config.backend == Named::name
+              ? (out = detail::make_composition<typename Named::backend_type>(config, hooks), true)
+              : false) ||
+         ...);
+    if (!found) {
+      throw config_error(config_error_code::bad_value, "/backend",
+                         (config.backend.empty() ? "model '" + config.name + "' names no backend"
+                                                 : "unknown backend '" + config.backend + "'") +
+                             "; known backends: " + known_names());
+    }
+    return out;
+  }
+
+  /// Whether `name` is one of `names`.
+  [[nodiscard]] static constexpr bool contains(std::string_view name) noexcept {
+    for (const auto n : names) {
+      if (n == name) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+private:
+  [[nodiscard]] static std::string known_names() {
+    std::string out;
+    for (const auto n : names) {
+      if (!out.empty()) {
+        out += ", ";
+      }
+      out += n;
+    }
+    return out;
+  }
+};
+
+} // namespace servekit
