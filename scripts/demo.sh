@@ -1,11 +1,91 @@
 #!/usr/bin/env bash
-# Builds and runs the add_sub example (a model served by servekit) in the dev build tree, build/.
+# The main job: builds the example inference server (examples/server) in build/ and serves the
+# bundled model repository (examples/models) over KServe v2 HTTP until Ctrl-C.
+#
+#   scripts/demo.sh                 serve on 127.0.0.1:8000 and print a curl line to try
+#   scripts/demo.sh --load [SECS]   serve on a free port, run the load generator against add_sub
+#                                   for SECS seconds (default 5), print its table, then stop
+#   scripts/demo.sh -- FLAGS...     pass FLAGS to servekit-server (e.g. -- --http-port 8080)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+load=0
+load_seconds=5
+server_flags=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --load)
+      load=1
+      if [ $# -gt 1 ] && [[ "$2" =~ ^[0-9]+$ ]]; then
+        load_seconds=$2
+        shift
+      fi
+      ;;
+    --)
+      shift
+      server_flags=("$@")
+      break
+      ;;
+    *)
+      echo "demo.sh: unknown argument '$1' (see the comment at the top of scripts/demo.sh)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
 
 bash scripts/install-deps.sh
 
 set -x
 cmake --preset dev
-cmake --build --preset dev --target example.add_sub
-build/examples/add_sub/add_sub "$@"
+cmake --build --preset dev --target servekit-server servekit-loadgen
+set +x
+
+port_flags=(--http-port 8000)
+if [ "$load" -eq 1 ]; then
+  port_flags=(--http-port 0)
+fi
+
+log=$(mktemp)
+build/examples/server/servekit-server --model-repository examples/models "${port_flags[@]}" \
+  "${server_flags[@]}" > >(tee "$log") &
+server=$!
+trap 'kill -TERM "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+trap 'kill -TERM "$server" 2>/dev/null || true' INT TERM
+
+# The server prints `HTTP listening on HOST:PORT` once it accepts connections.
+address=""
+for _ in $(seq 1 300); do
+  address=$(sed -n 's/^HTTP listening on \(.*\)$/\1/p' "$log" | head -n 1)
+  [ -n "$address" ] && break
+  kill -0 "$server" 2>/dev/null || { echo "demo.sh: the server exited" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$address" ] || { echo "demo.sh: the server did not start listening" >&2; exit 1; }
+host=${address%:*}
+port=${address##*:}
+
+if [ "$load" -eq 1 ]; then
+  build/bench/servekit-loadgen --host "$host" --port "$port" --model add_sub \
+    --connections 64 --duration "$load_seconds" --server-pid "$server"
+  exit 0
+fi
+
+cat <<EOF
+
+Try it (another terminal):
+  curl -s -X POST http://${address}/v2/models/add_sub/infer -H 'Content-Type: application/json' -d '{"inputs": [
+    {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},
+    {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16], "data": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}'
+  curl -s http://${address}/v2/models/stats
+More in docs/server.md. Ctrl-C stops the server (in-flight requests are answered first).
+EOF
+# Ctrl-C reaches the server too; it drains, then exits 0. A signal also interrupts `wait`, so wait
+# again for the server's own exit status.
+status=0
+wait "$server" || status=$?
+if kill -0 "$server" 2>/dev/null; then
+  status=0
+  wait "$server" || status=$?
+fi
+exit "$status"

@@ -1,0 +1,61 @@
+// servekit-server: serves a model repository over KServe v2 HTTP/REST, Triton style. Copy it for
+// your own server: put your backends in bundled_backends.hpp (or your own backend_list).
+//
+//   servekit-server [--model-repository DIR] [--http-port N] [--host ADDR] [--help]
+#include "bundled_backends.hpp"
+
+#include <servekit/http.hpp>
+#include <servekit/repository/model_repository.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
+#include <variant>
+
+namespace {
+
+/// "backend add_sub, dynamic_batching": what a loaded model runs as.
+std::string describe(const servekit::model_options& c) {
+  const std::string what = c.platform.empty() ? "backend " + c.backend : "platform " + c.platform;
+  if (c.sequence_batching) {
+    return what + ", sequence_batching " +
+           (c.sequence_batching->strategy == servekit::sequence_strategy::oldest ? "oldest"
+                                                                                 : "direct");
+  }
+  return what + (c.dynamic_batching ? ", dynamic_batching" : "");
+}
+
+} // namespace
+
+int main(int argc, char** argv) try {
+  auto parsed = servekit::http::parse_server_flags(argc, argv, SERVEKIT_SERVER_MODEL_REPOSITORY);
+  if (const int* exit_code = std::get_if<int>(&parsed)) {
+    return *exit_code; // --help, or a bad flag (already printed)
+  }
+  const auto& flags = std::get<servekit::http::server_flags>(parsed);
+
+  if (!std::filesystem::is_directory(flags.model_repository)) {
+    fmt::print(stderr, "servekit-server: no model repository at '{}'\n",
+               flags.model_repository.string());
+    return 1;
+  }
+  servekit::model_repository models{flags.model_repository, servekit_server::bundled_backends{}};
+  for (const auto& m : models.load_all()) {
+    const auto loaded = models.find(m.name, m.version);
+    const std::string detail = loaded ? " (" + describe(loaded->config()) + ")" : ": " + m.reason;
+    fmt::print("model '{}' version {}: {}{}\n", m.name, m.version, to_string(m.state), detail);
+  }
+
+  servekit::http::server server{models, flags.http};
+  server.stop_on_signals(); // SIGINT/SIGTERM: stop accepting, answer what is in flight, return
+  fmt::print("HTTP listening on {}:{}\n", server.host(), server.port());
+  std::fflush(stdout); // scripts wait for this line to know the port
+  server.run();        // until SIGINT/SIGTERM; in-flight requests are answered first
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "servekit-server: {}\n", e.what());
+  return 1;
+}

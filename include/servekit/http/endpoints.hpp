@@ -1,0 +1,75 @@
+#pragma once
+/// \file
+/// The bodies of the server's non-inference endpoints, as functions of the model repository:
+/// the repository index, Triton's statistics extension, Prometheus metrics and readiness. The
+/// server (server.hpp) calls them; they do no I/O, so a user's own front end can reuse them.
+
+#include <servekit/metrics/prometheus.hpp>
+#include <servekit/metrics/statistics_json.hpp>
+#include <servekit/repository/model_repository.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace servekit::http {
+
+/// Serialises `j` compactly. Invalid UTF-8 (a model folder name, say) is replaced rather than
+/// thrown about: a response must always be writable.
+[[nodiscard]] inline std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+/// Triton's model repository index (`POST /v2/repository/index`): an array of
+/// `{"name", "version", "state", "reason"}`, version as a string ("" when unknown), sorted by
+/// name; `ready_only` keeps only READY models (the request body `{"ready": true}`).
+[[nodiscard]] inline nlohmann::json
+repository_index_json(const std::vector<model_index_entry>& index, bool ready_only = false) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : index) {
+    if (ready_only && e.state != model_state::ready) {
+      continue;
+    }
+    out.push_back(nlohmann::json{{"name", e.name},
+                                 {"version", e.version > 0 ? std::to_string(e.version) : ""},
+                                 {"state", std::string(to_string(e.state))},
+                                 {"reason", e.reason}});
+  }
+  return out;
+}
+
+/// Triton's `$stats_model_response`: `{"model_stats": [...]}`, one entry per model given.
+[[nodiscard]] inline nlohmann::json
+model_stats_json(const std::vector<std::shared_ptr<const loaded_model>>& models) {
+  nlohmann::json stats = nlohmann::json::array();
+  for (const auto& m : models) {
+    const auto& c = m->config();
+    stats.push_back(to_statistics_json(c.name, std::to_string(c.version), m->model().statistics()));
+  }
+  return nlohmann::json{{"model_stats", std::move(stats)}};
+}
+
+/// The Prometheus exposition of every READY model (`GET /metrics`), appended to `out`.
+inline void write_metrics(const model_repository& models, std::string& out) {
+  prometheus_writer writer;
+  for (const auto& m : models.ready_models()) {
+    writer.add(m->config().name, m->config().version, m->model().statistics());
+  }
+  writer.write(out);
+}
+
+/// `GET /v2/health/ready`: with strict readiness, every model the repository knows is READY
+/// (Triton's --strict-readiness=true); otherwise the server being up is enough. A stopping
+/// server is never ready.
+[[nodiscard]] inline bool server_ready(const model_repository& models, bool strict, bool stopping) {
+  if (stopping) {
+    return false;
+  }
+  return !strict || models.all_ready();
+}
+
+} // namespace servekit::http

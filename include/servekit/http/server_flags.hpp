@@ -1,0 +1,225 @@
+#pragma once
+/// \file
+/// parse_server_flags: the example server's command line, with Triton's flag names
+/// (`--model-repository`, `--http-port`, ...), so a user's own server can take the same flags.
+
+#include <servekit/http/server_options.hpp>
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace servekit::http {
+
+/// What the server's command line asks for.
+struct server_flags {
+  std::filesystem::path model_repository;
+  server_options http;
+};
+
+/// The usage text `--help` prints; `program` is the program's name.
+[[nodiscard]] inline std::string
+server_flags_usage(std::string_view program, const std::filesystem::path& default_repository) {
+  const server_options d;
+  std::string u;
+  u += "Usage: ";
+  u += program;
+  u += " [options]\n\n"
+       "Serves the models of a model repository over KServe v2 HTTP/REST.\n\n"
+       "Options (Triton's names; give values as `--flag value` or `--flag=value`):\n"
+       "  --model-repository DIR     the model repository (also --model-store)\n"
+       "                             (default: ";
+  u += default_repository.string();
+  u += ")\n"
+       "  --http-port N              port to listen on; 0 picks a free one (default: ";
+  u += std::to_string(d.port);
+  u += ")\n"
+       "  --host ADDR                address to listen on (also --http-address)\n"
+       "                             (default: ";
+  u += d.host;
+  u += ")\n"
+       "  --http-thread-count N      HTTP I/O threads; 0: one per core (default: 0)\n"
+       "  --http-max-body-bytes N    largest request body; larger ones get 413\n"
+       "                             (default: ";
+  u += std::to_string(d.max_body_bytes);
+  u += ")\n"
+       "  --strict-readiness BOOL    /v2/health/ready only while every model is ready\n"
+       "                             (default: true)\n"
+       "  --log-verbose N            > 0: one line per request on stderr (default: 0)\n"
+       "  --help                     print this and exit\n"
+       "BOOL is true, false, 1 or 0.\n";
+  return u;
+}
+
+namespace detail {
+
+template <class Int>
+[[nodiscard]] std::optional<Int> parse_flag_integer(std::string_view text) {
+  Int value{};
+  if (text.empty() || text.front() == '+') {
+    return std::nullopt;
+  }
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+[[nodiscard]] inline std::optional<bool> parse_flag_bool(std::string_view text) {
+  if (text == "true" || text == "1") {
+    return true;
+  }
+  if (text == "false" || text == "0") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+} // namespace detail
+
+/// Parses `args` (the arguments after the program name). Returns the flags, or the exit code
+/// the program should return: 0 after printing the usage to `out` for `--help`, 2 after printing
+/// an error naming the flag to `err`. Unknown flags and positional arguments are errors.
+[[nodiscard]] inline std::variant<server_flags, int>
+parse_server_flags(std::string_view program, std::span<const std::string_view> args,
+                   std::filesystem::path default_repository, std::ostream& out, std::ostream& err) {
+  server_flags flags;
+  flags.model_repository = default_repository;
+
+  const auto fail = [&](std::string_view flag, std::string_view message) -> int {
+    err << program << ": " << flag << ": " << message << "\nTry '" << program
+        << " --help' for the list of flags.\n";
+    return 2;
+  };
+
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      out << server_flags_usage(program, default_repository);
+      return 0;
+    }
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") {
+      err << program << ": unexpected argument '" << arg << "' (flags start with --)\nTry '"
+          << program << " --help' for the list of flags.\n";
+      return 2;
+    }
+    std::string_view name = arg;
+    std::optional<std::string_view> inline_value;
+    if (const auto eq = arg.find('='); eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+
+    enum class kind { repository, port, host, threads, body, strict, verbose };
+    kind k{};
+    if (name == "--model-repository" || name == "--model-store") {
+      k = kind::repository;
+    } else if (name == "--http-port") {
+      k = kind::port;
+    } else if (name == "--host" || name == "--http-address") {
+      k = kind::host;
+    } else if (name == "--http-thread-count") {
+      k = kind::threads;
+    } else if (name == "--http-max-body-bytes") {
+      k = kind::body;
+    } else if (name == "--strict-readiness") {
+      k = kind::strict;
+    } else if (name == "--log-verbose") {
+      k = kind::verbose;
+    } else {
+      return fail(name, "unknown flag");
+    }
+
+    std::string_view value;
+    if (inline_value) {
+      value = *inline_value;
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return fail(name, "needs a value");
+    }
+
+    switch (k) {
+    case kind::repository:
+      if (value.empty()) {
+        return fail(name, "expected a directory, got ''");
+      }
+      flags.model_repository = std::filesystem::path(value);
+      break;
+    case kind::port:
+      if (auto v = detail::parse_flag_integer<std::uint16_t>(value)) {
+        flags.http.port = *v;
+      } else {
+        return fail(name, "expected a port number 0..65535, got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::host:
+      if (value.empty()) {
+        return fail(name, "expected an address, got ''");
+      }
+      flags.http.host = std::string(value);
+      break;
+    case kind::threads:
+      if (auto v = detail::parse_flag_integer<std::size_t>(value); v && *v <= 1024) {
+        flags.http.thread_count = *v;
+      } else {
+        return fail(name, "expected a thread count 0..1024 (0: one per core), got '" +
+                              std::string(value) + "'");
+      }
+      break;
+    case kind::body:
+      if (auto v = detail::parse_flag_integer<std::size_t>(value); v && *v > 0) {
+        flags.http.max_body_bytes = *v;
+      } else {
+        return fail(name, "expected a positive number of bytes, got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::strict:
+      if (auto v = detail::parse_flag_bool(value)) {
+        flags.http.strict_readiness = *v;
+      } else {
+        return fail(name, "expected true, false, 1 or 0, got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::verbose:
+      if (auto v = detail::parse_flag_integer<int>(value); v && *v >= 0) {
+        flags.http.log_verbose = *v;
+      } else {
+        return fail(name, "expected a level 0, 1, ..., got '" + std::string(value) + "'");
+      }
+      break;
+    }
+  }
+  return flags;
+}
+
+/// The same over `main`'s arguments, printing to std::cout and std::cerr.
+[[nodiscard]] inline std::variant<server_flags, int>
+parse_server_flags(int argc, char** argv, std::filesystem::path default_repository) {
+  std::vector<std::string_view> args;
+  const std::size_t count = argc > 0 ? static_cast<std::size_t>(argc) : 0;
+  args.reserve(count);
+  for (std::size_t i = 1; i < count; ++i) {
+    args.emplace_back(argv[i]);
+  }
+  const std::string_view program =
+      count > 0 && argv[0] != nullptr ? std::string_view(argv[0]) : "servekit-server";
+  const auto slash = program.rfind('/');
+  return parse_server_flags(slash == std::string_view::npos ? program : program.substr(slash + 1),
+                            args, std::move(default_repository), std::cout, std::cerr);
+}
+
+} // namespace servekit::http

@@ -1,0 +1,147 @@
+// parse_server_flags: Triton's flag names, both spellings of values, and clear errors.
+
+#include <servekit/http/server_flags.hpp>
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace {
+
+using servekit::http::server_flags;
+
+struct parsed {
+  std::variant<server_flags, int> result;
+  std::string out;
+  std::string err;
+};
+
+parsed parse(std::initializer_list<std::string_view> args) {
+  const std::vector<std::string_view> v(args);
+  std::ostringstream out;
+  std::ostringstream err;
+  auto result =
+      servekit::http::parse_server_flags("servekit-server", v, "/default/models", out, err);
+  return {std::move(result), out.str(), err.str()};
+}
+
+const server_flags& flags_of(const parsed& p) {
+  EXPECT_TRUE(std::holds_alternative<server_flags>(p.result)) << p.err;
+  return std::get<server_flags>(p.result);
+}
+
+int code_of(const parsed& p) {
+  EXPECT_TRUE(std::holds_alternative<int>(p.result));
+  return std::holds_alternative<int>(p.result) ? std::get<int>(p.result) : -1;
+}
+
+TEST(ServerFlags, Defaults) {
+  const auto p = parse({});
+  const auto& f = flags_of(p);
+  EXPECT_EQ(f.model_repository, "/default/models");
+  EXPECT_EQ(f.http.port, 8000);
+  EXPECT_EQ(f.http.host, "127.0.0.1");
+  EXPECT_EQ(f.http.thread_count, 0U);
+  EXPECT_EQ(f.http.max_body_bytes, std::size_t{64} << 20);
+  EXPECT_TRUE(f.http.strict_readiness);
+  EXPECT_EQ(f.http.log_verbose, 0);
+  EXPECT_TRUE(p.out.empty());
+  EXPECT_TRUE(p.err.empty());
+}
+
+TEST(ServerFlags, EveryFlagBothSpellings) {
+  const auto a = parse({"--model-repository", "/m", "--http-port", "0", "--host", "0.0.0.0",
+                        "--log-verbose", "1", "--strict-readiness", "false",
+                        "--http-max-body-bytes", "1024", "--http-thread-count", "3"});
+  const auto b =
+      parse({"--model-repository=/m", "--http-port=0", "--host=0.0.0.0", "--log-verbose=1",
+             "--strict-readiness=0", "--http-max-body-bytes=1024", "--http-thread-count=3"});
+  for (const auto* p : {&a, &b}) {
+    const auto& f = flags_of(*p);
+    EXPECT_EQ(f.model_repository, "/m");
+    EXPECT_EQ(f.http.port, 0);
+    EXPECT_EQ(f.http.host, "0.0.0.0");
+    EXPECT_EQ(f.http.log_verbose, 1);
+    EXPECT_FALSE(f.http.strict_readiness);
+    EXPECT_EQ(f.http.max_body_bytes, 1024U);
+    EXPECT_EQ(f.http.thread_count, 3U);
+  }
+}
+
+TEST(ServerFlags, TritonAliasesAndLastOneWins) {
+  const auto p =
+      parse({"--model-store", "/a", "--http-address=::1", "--http-port", "1", "--http-port",
+             "65535", "--strict-readiness", "true", "--strict-readiness=1"});
+  const auto& f = flags_of(p);
+  EXPECT_EQ(f.model_repository, "/a");
+  EXPECT_EQ(f.http.host, "::1");
+  EXPECT_EQ(f.http.port, 65535);
+  EXPECT_TRUE(f.http.strict_readiness);
+}
+
+TEST(ServerFlags, HelpPrintsUsageAndExitsZero) {
+  for (const auto& p : {parse({"--help"}), parse({"-h"}), parse({"--http-port", "1", "--help"})}) {
+    EXPECT_EQ(code_of(p), 0);
+    EXPECT_NE(p.out.find("Usage: servekit-server"), std::string::npos);
+    for (const char* flag :
+         {"--model-repository", "--http-port", "--host", "--log-verbose", "--strict-readiness",
+          "--http-max-body-bytes", "--http-thread-count", "/default/models"}) {
+      EXPECT_NE(p.out.find(flag), std::string::npos) << flag;
+    }
+    EXPECT_TRUE(p.err.empty());
+  }
+}
+
+TEST(ServerFlags, ErrorsNameTheFlagAndExitTwo) {
+  struct bad_case {
+    std::vector<std::string_view> args;
+    std::string expect;
+  };
+  const std::vector<bad_case> cases = {
+      {{"--http-port", "70000"}, "--http-port: expected a port number 0..65535, got '70000'"},
+      {{"--http-port=-1"}, "--http-port: expected a port number"},
+      {{"--http-port", "80x"}, "--http-port: expected a port number"},
+      {{"--http-port="}, "--http-port: expected a port number 0..65535, got ''"},
+      {{"--http-port"}, "--http-port: needs a value"},
+      {{"--strict-readiness", "yes"},
+       "--strict-readiness: expected true, false, 1 or 0, got 'yes'"},
+      {{"--log-verbose", "-2"}, "--log-verbose: expected a level"},
+      {{"--http-max-body-bytes", "0"}, "--http-max-body-bytes: expected a positive number"},
+      {{"--http-thread-count", "many"}, "--http-thread-count: expected a thread count"},
+      {{"--model-repository="}, "--model-repository: expected a directory"},
+      {{"--no-such-flag", "1"}, "--no-such-flag: unknown flag"},
+      {{"--no-such-flag=1"}, "--no-such-flag: unknown flag"},
+      {{"models"}, "unexpected argument 'models'"},
+      {{"-p", "8000"}, "unexpected argument '-p'"},
+  };
+  for (const auto& c : cases) {
+    std::ostringstream out;
+    std::ostringstream err;
+    const auto r = servekit::http::parse_server_flags("servekit-server", c.args, "/d", out, err);
+    ASSERT_TRUE(std::holds_alternative<int>(r)) << c.expect;
+    EXPECT_EQ(std::get<int>(r), 2) << c.expect;
+    EXPECT_NE(err.str().find(c.expect), std::string::npos) << err.str();
+    EXPECT_NE(err.str().find("servekit-server --help"), std::string::npos) << err.str();
+    EXPECT_TRUE(out.str().empty());
+  }
+}
+
+TEST(ServerFlags, ArgvOverloadSkipsTheProgramName) {
+  std::string prog = "/usr/bin/servekit-server";
+  std::string a1 = "--http-port=9";
+  std::string a2 = "--log-verbose";
+  std::string a3 = "2";
+  char* argv[] = {prog.data(), a1.data(), a2.data(), a3.data(), nullptr};
+  const auto r = servekit::http::parse_server_flags(4, argv, "/repo");
+  ASSERT_TRUE(std::holds_alternative<server_flags>(r));
+  EXPECT_EQ(std::get<server_flags>(r).http.port, 9);
+  EXPECT_EQ(std::get<server_flags>(r).http.log_verbose, 2);
+  EXPECT_EQ(std::get<server_flags>(r).model_repository, "/repo");
+}
+
+} // namespace
