@@ -46,7 +46,9 @@ int main(int argc, char** argv) try {
   for (const auto& m : models.load_all()) {
     const auto loaded = models.find(m.name, m.version);
     const std::string detail = loaded ? " (" + describe(loaded->config()) + ")" : ": " + m.reason;
-    fmt::print("model '{}' version {}: {}{}\n", m.name, m.version, to_string(m.state), detail);
+    // Version 0: the config could not be read, so the version is unknown.
+    const std::string version = m.version > 0 ? fmt::format(" version {}", m.version) : "";
+    fmt::print("model '{}'{}: {}{}\n", m.name, version, to_string(m.state), detail);
   }
 
   servekit::http::server server{models, flags.http};
