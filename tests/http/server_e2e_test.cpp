@@ -1028,6 +1028,67 @@ TEST(ServerE2E, StopAnswersRequestsInFlight) {
   EXPECT_NE(s.client()->get("/v2/health/live").status, 200U) << "no longer accepting";
 }
 
+TEST(ServerE2E, StopClosesAConnectionStalledMidBody) {
+  // A client announces 1000 bytes and sends 10: its request never reaches a model, so stop()
+  // must not wait for the rest of the body (run() would never return).
+  running_server s{bundled_models};
+  auto stalled = s.client();
+  ASSERT_EQ(stalled->get("/v2/health/live").status, 200U);
+  reply r;
+  std::thread t{[&] {
+    r = stalled->raw("POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Length: 1000\r\n\r\n{\"inputs\":");
+  }};
+  s.stop(); // returns: the stalled connection is closed
+  t.join();
+  EXPECT_EQ(r.status, 0U) << "closed without an answer: " << r.body;
+}
+
+TEST(ServerE2E, ExitTimeoutClosesConnectionsStillBusy) {
+  // The hook holds the request (it waits for two); with an exit timeout of 0 s, stop() closes
+  // its connection without waiting for the model. The model still answers it later (to a
+  // closed connection), and only then does run() return.
+  servekit::test_hooks hooks;
+  hooks.delay_scheduler = 2;
+  servekit::http::server_options options;
+  options.exit_timeout = std::chrono::seconds{0};
+  running_server s{bundled_models, options, hooks};
+  reply held;
+  std::thread t{[&] {
+    const json body{{"inputs", {fp32_input("INPUT0", iota(0, 4))}}};
+    held = s.client()->post("/v2/models/identity_delay/infer", body.dump());
+  }};
+  ASSERT_TRUE(
+      eventually([&] { return s.statistics("identity_delay").pending_request_count == 1; }));
+  s.server().stop();
+  t.join(); // the client sees its connection closed while the model still holds the request
+  EXPECT_EQ(held.status, 0U) << held.body;
+
+  const auto model = s.repository().find("identity_delay");
+  ASSERT_NE(model, nullptr);
+  servekit::request second;
+  const auto data = iota(0, 4);
+  second.inputs.push_back(servekit::make_tensor(
+      "INPUT0", servekit::data_type::fp32, servekit::shape{1, 4}, std::span<const float>{data}));
+  std::promise<bool> done;
+  ASSERT_TRUE(
+      model->model()
+          .submit(std::move(second), [&done](servekit::response&& r) { done.set_value(r.ok()); })
+          .ok());
+  EXPECT_TRUE(done.get_future().get());
+  s.stop(); // run() returns once the held request's answer met its closed connection
+}
+
+TEST(ServerE2E, RepositoryLoadParametersAreRefused) {
+  running_server s{bundled_models};
+  auto c = s.client();
+  const auto r = c->post("/v2/repository/models/add_sub/load",
+                         R"({"parameters": {"config": "{\"max_batch_size\": 4}"}})");
+  expect_error(r, 400, "not supported");
+  EXPECT_EQ(c->post("/v2/repository/models/add_sub/load", "{}").status, 200U);
+  EXPECT_EQ(c->post("/v2/repository/models/add_sub/load", "not json").status, 400U);
+}
+
 TEST(ServerE2E, ManyConcurrentConnections) {
   running_server s{bundled_models};
   constexpr int clients = 64;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -50,17 +52,19 @@ TEST(ServerFlags, Defaults) {
   EXPECT_EQ(f.http.max_body_bytes, std::size_t{64} << 20);
   EXPECT_TRUE(f.http.strict_readiness);
   EXPECT_EQ(f.http.log_verbose, 0);
+  EXPECT_EQ(f.http.exit_timeout, std::chrono::seconds{30});
   EXPECT_TRUE(p.out.empty());
   EXPECT_TRUE(p.err.empty());
 }
 
 TEST(ServerFlags, EveryFlagBothSpellings) {
-  const auto a = parse({"--model-repository", "/m", "--http-port", "0", "--host", "0.0.0.0",
-                        "--log-verbose", "1", "--strict-readiness", "false",
-                        "--http-max-body-bytes", "1024", "--http-thread-count", "3"});
-  const auto b =
-      parse({"--model-repository=/m", "--http-port=0", "--host=0.0.0.0", "--log-verbose=1",
-             "--strict-readiness=0", "--http-max-body-bytes=1024", "--http-thread-count=3"});
+  const auto a =
+      parse({"--model-repository", "/m", "--http-port", "0", "--host", "0.0.0.0", "--log-verbose",
+             "1", "--strict-readiness", "false", "--http-max-body-bytes", "1024",
+             "--http-thread-count", "3", "--exit-timeout-secs", "5"});
+  const auto b = parse({"--model-repository=/m", "--http-port=0", "--host=0.0.0.0",
+                        "--log-verbose=1", "--strict-readiness=0", "--http-max-body-bytes=1024",
+                        "--http-thread-count=3", "--exit-timeout-secs=5"});
   for (const auto* p : {&a, &b}) {
     const auto& f = flags_of(*p);
     EXPECT_EQ(f.model_repository, "/m");
@@ -70,6 +74,7 @@ TEST(ServerFlags, EveryFlagBothSpellings) {
     EXPECT_FALSE(f.http.strict_readiness);
     EXPECT_EQ(f.http.max_body_bytes, 1024U);
     EXPECT_EQ(f.http.thread_count, 3U);
+    EXPECT_EQ(f.http.exit_timeout, std::chrono::seconds{5});
   }
 }
 
@@ -88,9 +93,9 @@ TEST(ServerFlags, HelpPrintsUsageAndExitsZero) {
   for (const auto& p : {parse({"--help"}), parse({"-h"}), parse({"--http-port", "1", "--help"})}) {
     EXPECT_EQ(code_of(p), 0);
     EXPECT_NE(p.out.find("Usage: servekit-server"), std::string::npos);
-    for (const char* flag :
-         {"--model-repository", "--http-port", "--host", "--log-verbose", "--strict-readiness",
-          "--http-max-body-bytes", "--http-thread-count", "/default/models"}) {
+    for (const char* flag : {"--model-repository", "--http-port", "--host", "--log-verbose",
+                             "--strict-readiness", "--http-max-body-bytes", "--http-thread-count",
+                             "--exit-timeout-secs", "/default/models"}) {
       EXPECT_NE(p.out.find(flag), std::string::npos) << flag;
     }
     EXPECT_TRUE(p.err.empty());

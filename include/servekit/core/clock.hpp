@@ -17,10 +17,17 @@ using duration = std::chrono::nanoseconds;
 /// "No deadline": later than any real or virtual time.
 inline constexpr time_point never = time_point::max();
 
-/// Microseconds (Triton's unit in configs) as a duration.
+/// Microseconds (Triton's unit in configs) as a duration, saturating at duration::max() (a
+/// client may send any uint64 as a timeout).
 [[nodiscard]] constexpr duration microseconds(std::uint64_t us) noexcept {
-  return std::chrono::duration_cast<duration>(
-      std::chrono::microseconds{static_cast<std::chrono::microseconds::rep>(us)});
+  constexpr auto max_us = static_cast<std::uint64_t>(duration::max().count() / 1000);
+  return us >= max_us ? duration::max() : duration{static_cast<duration::rep>(us) * 1000};
+}
+
+/// `us` microseconds after `start`; `never` when that is past what a time_point holds.
+[[nodiscard]] constexpr time_point deadline_after(time_point start, std::uint64_t us) noexcept {
+  const duration d = microseconds(us);
+  return d >= never - start ? never : start + d;
 }
 
 /// Whole nanoseconds between two time points, clamped at zero (for statistics).

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <concepts>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -116,10 +117,8 @@ public:
       cancelling_.store(true, std::memory_order_release);
     }
     stopping_.store(true, std::memory_order_release);
-    for (int n = active_.load(std::memory_order_acquire); n != 0;
-         n = active_.load(std::memory_order_acquire)) {
-      active_.wait(n, std::memory_order_acquire);
-    }
+    std::unique_lock lock{idle_mutex_};
+    idle_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
   }
 
   [[nodiscard]] ensemble_statistics statistics() const { return counters_.snapshot(); }
@@ -295,8 +294,16 @@ private:
   }
 
   void leave() {
+    for (int n = active_.load(std::memory_order_acquire); n > 1;) {
+      if (active_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) {
+        return; // not the last: shutdown() cannot be waiting for this one
+      }
+    }
+    // Possibly the last: drop to zero under the mutex shutdown() checks under, so it cannot see
+    // zero, return and let the executor be destroyed while this thread still touches it.
+    const std::lock_guard lock{idle_mutex_};
     if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      active_.notify_all();
+      idle_.notify_all();
     }
   }
 
@@ -310,6 +317,8 @@ private:
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancelling_{false};
   std::atomic<int> active_{0}; ///< accepted requests without their final response
+  std::mutex idle_mutex_;      ///< guards the last leave() against shutdown()'s return
+  std::condition_variable idle_;
 };
 
 } // namespace servekit

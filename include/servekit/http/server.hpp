@@ -213,9 +213,19 @@ public:
       release = claim_work_release();
     }
     if (release) {
+      // The exit timer is work too: cancel it (on its strand, before the guard goes) so run()
+      // returns now rather than when it expires.
+      asio::post(acceptor_strand_, [this] {
+        if (exit_timer_) {
+          exit_timer_->cancel();
+        }
+      });
       work_.reset();
     }
   }
+
+  /// stop()'s exit timeout expired: closes every connection still open. On the acceptor strand.
+  void force_close_sessions();
 
   void log_request(std::string_view method, std::string_view target, unsigned status,
                    std::chrono::steady_clock::duration elapsed) const {
@@ -289,6 +299,7 @@ private:
   tcp::acceptor acceptor_;
   std::optional<asio::signal_set> signals_;
   std::optional<asio::steady_timer> retry_timer_;
+  std::optional<asio::steady_timer> exit_timer_; ///< armed by stop(): options_.exit_timeout
   // Repository load/unload block (they build or drain models), so they run here, one at a time.
   asio::thread_pool admin_{1};
 };
@@ -321,14 +332,20 @@ public:
     });
   }
 
-  /// stop(): closes the connection if it is idle, else lets the request in flight finish and
-  /// closes after its response. On the strand.
+  /// stop(): closes the connection if no request of it reached a model (idle, or a body still
+  /// arriving: a client that stalls mid-body must not hold the server open), else lets the
+  /// request in flight finish and closes after its response. On the strand.
   void request_stop() {
     stopping_ = true;
-    if (phase_ == phase::reading_header || phase_ == phase::draining) {
+    if (phase_ == phase::reading_header || phase_ == phase::reading_body ||
+        phase_ == phase::draining) {
       close();
     }
   }
+
+  /// The exit timeout passed: closes the connection whatever it is doing (a client that does
+  /// not read its response must not hold the server open). On the strand.
+  void force_close() { close(); }
 
   [[nodiscard]] const strand_type& executor() const noexcept { return strand_; }
 
@@ -559,9 +576,26 @@ private:
       return;
     }
     case endpoint::repository_load:
-    case endpoint::repository_unload:
+    case endpoint::repository_unload: {
+      // Triton's load/unload bodies carry "parameters" (a config override, model files,
+      // unload_dependents). We support none of them: refuse rather than ignore them silently.
+      const auto& body = parser_->get().body();
+      if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
+        const auto j = nlohmann::json::parse(body, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+          reply_error(400, "the repository load/unload request body must be a JSON object");
+          return;
+        }
+        if (const auto it = j.find("parameters"); it != j.end() && !it->empty()) {
+          reply_error(400, "repository load/unload parameters (config override, model files, "
+                           "unload_dependents) are not supported by this server; "
+                           "edit config.json in the repository and load again");
+          return;
+        }
+      }
       handle_repository_change(route_.kind == endpoint::repository_load);
       return;
+    }
     case endpoint::metrics:
       body_.clear();
       write_metrics(models, body_);
@@ -582,9 +616,16 @@ private:
       reply_error(404, fmt::format("Request for unknown model: '{}' is not found", route_.model));
       return;
     }
-    if (entry->state == model_state::ready) {
+    if (entry->state == model_state::ready && route_.version != -1) {
       reply_error(404, fmt::format("Request for unknown model: '{}' version {} is not found",
                                    route_.model, route_.version));
+      return;
+    }
+    if (entry->state == model_state::ready) {
+      // find() and status_of() read two snapshots: the model was published in between.
+      reply_error(503, fmt::format("Request for model '{}' arrived while it was being loaded; "
+                                   "send it again",
+                                   route_.model));
       return;
     }
     if (ready_endpoint) {
@@ -904,6 +945,21 @@ inline void server_state::accept() {
   });
 }
 
+inline void server_state::force_close_sessions() {
+  std::vector<std::shared_ptr<session>> live;
+  {
+    const std::lock_guard lock{mutex_};
+    for (const auto& [raw, weak] : sessions_) {
+      if (auto s = weak.lock()) {
+        live.push_back(std::move(s));
+      }
+    }
+  }
+  for (const auto& s : live) {
+    asio::post(s->executor(), [s] { s->force_close(); });
+  }
+}
+
 inline void server_state::stop() {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) {
     return;
@@ -917,6 +973,18 @@ inline void server_state::stop() {
     if (retry_timer_) {
       retry_timer_->cancel();
     }
+    {
+      const std::lock_guard lock{mutex_};
+      if (work_released_) {
+        return; // every connection is already gone
+      }
+    }
+    exit_timer_.emplace(acceptor_strand_, options_.exit_timeout);
+    exit_timer_->async_wait([this](const error_code& ec) {
+      if (!ec) {
+        force_close_sessions();
+      }
+    });
   });
   std::vector<std::shared_ptr<session>> live;
   bool release = false;

@@ -6,6 +6,7 @@
 #include <servekit/http/server_options.hpp>
 
 #include <charconv>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -58,6 +59,8 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "  --strict-readiness BOOL    /v2/health/ready only while every model is ready\n"
        "                             (default: true)\n"
        "  --log-verbose N            > 0: one line per request on stderr (default: 0)\n"
+       "  --exit-timeout-secs N      after SIGINT/SIGTERM, how long requests in flight get\n"
+       "                             before every connection is closed (default: 30)\n"
        "  --help                     print this and exit\n"
        "BOOL is true, false, 1 or 0.\n";
   return u;
@@ -123,7 +126,7 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       inline_value = arg.substr(eq + 1);
     }
 
-    enum class kind { repository, port, host, threads, body, strict, verbose };
+    enum class kind { repository, port, host, threads, body, strict, verbose, exit_timeout };
     kind k{};
     if (name == "--model-repository" || name == "--model-store") {
       k = kind::repository;
@@ -139,6 +142,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::strict;
     } else if (name == "--log-verbose") {
       k = kind::verbose;
+    } else if (name == "--exit-timeout-secs") {
+      k = kind::exit_timeout;
     } else {
       return fail(name, "unknown flag");
     }
@@ -199,6 +204,13 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
         flags.http.log_verbose = *v;
       } else {
         return fail(name, "expected a level 0, 1, ..., got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::exit_timeout:
+      if (auto v = detail::parse_flag_integer<std::uint32_t>(value)) {
+        flags.http.exit_timeout = std::chrono::seconds{*v};
+      } else {
+        return fail(name, "expected a number of seconds, got '" + std::string(value) + "'");
       }
       break;
     }

@@ -3,6 +3,7 @@
 /// server_options: what servekit::http::server is configured with (host, port, threads, body
 /// limit, readiness, logging). Kept apart from server.hpp so flag parsing needs no Asio.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,6 +20,9 @@ struct server_options {
   /// --strict-readiness); false: 200 whenever the server is up and not stopping.
   bool strict_readiness = true;
   int log_verbose = 0; ///< > 0: one line per request on stderr
+  /// After stop(), how long requests in flight get to be answered and written before every
+  /// connection still open is closed (Triton's --exit-timeout-secs, default 30).
+  std::chrono::seconds exit_timeout{30};
 };
 
 } // namespace servekit::http

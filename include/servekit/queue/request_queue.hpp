@@ -197,7 +197,7 @@ public:
     pending_request* p = owned.release();
     level_state& level = levels_[p->level];
     const std::uint64_t timeout = timeout_us(p->request, p->level);
-    p->deadline = timeout == 0 ? never : p->request.arrival + microseconds(timeout);
+    p->deadline = timeout == 0 ? never : deadline_after(p->request.arrival, timeout);
     p->delayed = false;
     level.waiting.push_back(p);
     ++level.count;

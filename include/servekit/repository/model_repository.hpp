@@ -55,6 +55,9 @@
 
 namespace servekit {
 
+/// The index reason of a model unloaded on request (Triton's): readiness does not wait for it.
+inline constexpr std::string_view unloaded_reason = "unloaded";
+
 /// A model's state in the repository index (Triton's names).
 enum class model_state : std::uint8_t {
   loading,     ///< being built for the first time
@@ -383,7 +386,7 @@ public:
     entry.model.reset();
     entry.source.reset();
     entry.info.state = model_state::unavailable;
-    entry.info.reason = "unloaded";
+    entry.info.reason = unloaded_reason;
     build_ensembles(next, dependents_of(next, {std::string{name}}));
     publish(next);
     return {};
@@ -415,11 +418,14 @@ public:
   /// Every model the repository knows, sorted by name.
   [[nodiscard]] std::vector<model_index_entry> index() const { return index_of(*snapshot()); }
 
-  /// Whether every known model is READY (Triton's strict readiness); true when there is none.
+  /// Whether every known model is READY, leaving out models unloaded on request (Triton's strict
+  /// readiness: an explicit unload must not take the server out of service); true when there is
+  /// none.
   [[nodiscard]] bool all_ready() const {
     const auto table = snapshot();
-    return std::all_of(table->begin(), table->end(),
-                       [](const auto& e) { return e.second.info.state == model_state::ready; });
+    return std::all_of(table->begin(), table->end(), [](const auto& e) {
+      return e.second.info.state == model_state::ready || e.second.info.reason == unloaded_reason;
+    });
   }
 
   /// The READY models, sorted by name.

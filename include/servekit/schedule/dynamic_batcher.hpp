@@ -69,7 +69,7 @@ public:
   }
   [[nodiscard]] time_point deadline_of(const request& r) const noexcept {
     const std::uint64_t timeout = queue_.timeout_us(r, queue_.level_of(r.priority));
-    return timeout == 0 ? never : r.arrival + microseconds(timeout);
+    return timeout == 0 ? never : deadline_after(r.arrival, timeout);
   }
   [[nodiscard]] bool has_room(std::uint32_t level) const noexcept { return queue_.has_room(level); }
   [[nodiscard]] const request_queue& queue() const noexcept { return queue_; }

@@ -232,9 +232,37 @@ private:
     return fmt::format("outputs[{}]", output_index_);
   }
 
-  bool mark_seen(std::uint32_t& seen, field f, std::string_view key, std::string_view where) {
+  /// The object a key belongs to, for the duplicate-key message. Named lazily: this runs for
+  /// every key of every request, the message almost never.
+  enum class key_owner : std::uint8_t {
+    request,
+    request_parameters,
+    input,
+    input_parameters,
+    output,
+    output_parameters
+  };
+  [[nodiscard]] std::string owner_name(key_owner owner) const {
+    switch (owner) {
+    case key_owner::request:
+      return "the request";
+    case key_owner::request_parameters:
+      return "'parameters'";
+    case key_owner::input:
+      return input_label();
+    case key_owner::input_parameters:
+      return input_label() + " 'parameters'";
+    case key_owner::output:
+      return output_label();
+    case key_owner::output_parameters:
+      return output_label() + " 'parameters'";
+    }
+    return {};
+  }
+
+  bool mark_seen(std::uint32_t& seen, field f, std::string_view key, key_owner owner) {
     if ((seen & bit(f)) != 0) {
-      return fail(fmt::format("duplicate key '{}' in {}", key, where));
+      return fail(fmt::format("duplicate key '{}' in {}", key, owner_name(owner)));
     }
     seen |= bit(f);
     pending_ = f;
@@ -293,16 +321,16 @@ inline bool infer_request_parser::key(std::string_view k) {
   switch (top()) {
   case ctx::root:
     if (k == "id") {
-      return mark_seen(root_seen_, field::id, k, "the request");
+      return mark_seen(root_seen_, field::id, k, key_owner::request);
     }
     if (k == "parameters") {
-      return mark_seen(root_seen_, field::parameters, k, "the request");
+      return mark_seen(root_seen_, field::parameters, k, key_owner::request);
     }
     if (k == "inputs") {
-      return mark_seen(root_seen_, field::inputs, k, "the request");
+      return mark_seen(root_seen_, field::inputs, k, key_owner::request);
     }
     if (k == "outputs") {
-      return mark_seen(root_seen_, field::outputs, k, "the request");
+      return mark_seen(root_seen_, field::outputs, k, key_owner::request);
     }
     // Other top-level keys ("model_name", "model_version" some clients send) are ignored, as
     // Triton ignores them.
@@ -318,7 +346,7 @@ inline bool infer_request_parser::key(std::string_view k) {
     for (const auto& [name, f] : known) {
       if (k == name) {
         parameter_name_.assign(k);
-        return mark_seen(params_seen_, f, k, "'parameters'");
+        return mark_seen(params_seen_, f, k, key_owner::request_parameters);
       }
     }
     if (k.starts_with("triton_")) {
@@ -335,27 +363,26 @@ inline bool infer_request_parser::key(std::string_view k) {
 
   case ctx::input:
     if (k == "name") {
-      return mark_seen(input_.seen, field::name, k, input_label());
+      return mark_seen(input_.seen, field::name, k, key_owner::input);
     }
     if (k == "shape") {
-      return mark_seen(input_.seen, field::shape, k, input_label());
+      return mark_seen(input_.seen, field::shape, k, key_owner::input);
     }
     if (k == "datatype") {
-      return mark_seen(input_.seen, field::datatype, k, input_label());
+      return mark_seen(input_.seen, field::datatype, k, key_owner::input);
     }
     if (k == "data") {
-      return mark_seen(input_.seen, field::data, k, input_label());
+      return mark_seen(input_.seen, field::data, k, key_owner::input);
     }
     if (k == "parameters") {
-      return mark_seen(input_.seen, field::parameters, k, input_label());
+      return mark_seen(input_.seen, field::parameters, k, key_owner::input);
     }
     pending_ = field::ignore;
     return true;
 
   case ctx::input_params:
     if (k == "binary_data_size") {
-      return mark_seen(input_.seen_params, field::binary_data_size, k,
-                       input_label() + " 'parameters'");
+      return mark_seen(input_.seen_params, field::binary_data_size, k, key_owner::input_parameters);
     }
     if (k.starts_with("shared_memory_")) {
       return fail(
@@ -366,18 +393,17 @@ inline bool infer_request_parser::key(std::string_view k) {
 
   case ctx::output:
     if (k == "name") {
-      return mark_seen(output_.seen, field::name, k, output_label());
+      return mark_seen(output_.seen, field::name, k, key_owner::output);
     }
     if (k == "parameters") {
-      return mark_seen(output_.seen, field::parameters, k, output_label());
+      return mark_seen(output_.seen, field::parameters, k, key_owner::output);
     }
     pending_ = field::ignore;
     return true;
 
   case ctx::output_params:
     if (k == "binary_data") {
-      return mark_seen(output_.seen_params, field::binary_data, k,
-                       output_label() + " 'parameters'");
+      return mark_seen(output_.seen_params, field::binary_data, k, key_owner::output_parameters);
     }
     if (k == "classification") {
       return fail(

@@ -188,7 +188,7 @@ public:
     if (s.backlogged) {
       ++backlogged_requests_;
       if (r.timeout_us != 0) {
-        s.backlog_deadline = std::min(s.backlog_deadline, r.arrival + microseconds(r.timeout_us));
+        s.backlog_deadline = std::min(s.backlog_deadline, deadline_after(r.arrival, r.timeout_us));
         next_backlog_deadline_ = std::min(next_backlog_deadline_, s.backlog_deadline);
       }
     }
