@@ -57,7 +57,7 @@ public:
   }
 
   /// Returns a block from allocate(size), with the same size.
-  static void release(void* p, std::size_t size) noexcept {
+  static void release(void* p, [[maybe_unused]] std::size_t size) noexcept {
 #ifndef SERVEKIT_DETAIL_POOL_DISABLED
     if (size <= max_block) {
       const std::size_t c = class_of(size);
