@@ -980,6 +980,26 @@ TEST(ServerE2E, ReloadUnderLoadFailsNoRequest) {
   s.repository().wait_retired();
 }
 
+/// Sends one FP32 [1, n] INPUT0 request to `model` straight through the repository (not over
+/// HTTP), e.g. to release requests a test hook holds; true if it succeeded.
+bool infer_in_process(running_server& s, std::string_view model, const std::vector<float>& data) {
+  const auto m = s.repository().find(model);
+  if (m == nullptr) {
+    return false;
+  }
+  servekit::request r;
+  r.inputs.push_back(servekit::make_tensor(
+      "INPUT0", servekit::data_type::fp32,
+      servekit::shape{1, static_cast<std::int64_t>(data.size())}, std::span<const float>{data}));
+  std::promise<bool> done;
+  if (!m->model()
+           .submit(std::move(r), [&done](servekit::response&& a) { done.set_value(a.ok()); })
+           .ok()) {
+    return false;
+  }
+  return done.get_future().get();
+}
+
 TEST(ServerE2E, StopAnswersRequestsInFlight) {
   // Three HTTP requests are held by the hook (it waits for four); stop() comes while they wait;
   // the fourth request, submitted in-process, releases them. All three are answered.
@@ -1003,18 +1023,7 @@ TEST(ServerE2E, StopAnswersRequestsInFlight) {
 
   s.server().stop();
 
-  const auto model = s.repository().find("identity_delay");
-  ASSERT_NE(model, nullptr);
-  servekit::request fourth;
-  const auto data = iota(0, 4);
-  fourth.inputs.push_back(servekit::make_tensor(
-      "INPUT0", servekit::data_type::fp32, servekit::shape{1, 4}, std::span<const float>{data}));
-  std::promise<bool> done;
-  ASSERT_TRUE(
-      model->model()
-          .submit(std::move(fourth), [&done](servekit::response&& r) { done.set_value(r.ok()); })
-          .ok());
-  EXPECT_TRUE(done.get_future().get());
+  EXPECT_TRUE(infer_in_process(s, "identity_delay", iota(0, 4)));
   for (auto& t : threads) {
     t.join();
   }
@@ -1064,18 +1073,7 @@ TEST(ServerE2E, ExitTimeoutClosesConnectionsStillBusy) {
   t.join(); // the client sees its connection closed while the model still holds the request
   EXPECT_EQ(held.status, 0U) << held.body;
 
-  const auto model = s.repository().find("identity_delay");
-  ASSERT_NE(model, nullptr);
-  servekit::request second;
-  const auto data = iota(0, 4);
-  second.inputs.push_back(servekit::make_tensor(
-      "INPUT0", servekit::data_type::fp32, servekit::shape{1, 4}, std::span<const float>{data}));
-  std::promise<bool> done;
-  ASSERT_TRUE(
-      model->model()
-          .submit(std::move(second), [&done](servekit::response&& r) { done.set_value(r.ok()); })
-          .ok());
-  EXPECT_TRUE(done.get_future().get());
+  EXPECT_TRUE(infer_in_process(s, "identity_delay", iota(0, 4)));
   s.stop(); // run() returns once the held request's answer met its closed connection
 }
 
