@@ -132,6 +132,14 @@ servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="shape
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="queue_drained"} 0
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="batch_rule"} 0
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="no_batching"} 0
+# HELP servekit_batch_padding_elements_total Number of padding rows backends executed beyond the requests' batch sizes (servekit extension)
+# TYPE servekit_batch_padding_elements_total counter
+servekit_batch_padding_elements_total{model="a",version="1"} 0
+servekit_batch_padding_elements_total{model="we\"ird\\name\nline",version="2"} 0
+# HELP servekit_padded_exec_count Number of model executions that ran padding rows (servekit extension)
+# TYPE servekit_padded_exec_count counter
+servekit_padded_exec_count{model="a",version="1"} 0
+servekit_padded_exec_count{model="we\"ird\\name\nline",version="2"} 0
 # HELP servekit_instance_exec_count Number of model executions per model instance (servekit extension)
 # TYPE servekit_instance_exec_count counter
 servekit_instance_exec_count{model="a",version="1",instance="a_0"} 2
@@ -165,6 +173,7 @@ TEST(prometheus_writer, documented_sample_is_exact) {
   e.compute_input_ns = 80'000;
   e.compute_infer_ns = 2'200'000;
   e.compute_output_ns = 70'000;
+  e.padding_elements = 1; // run as a batch of 4, e.g. to replay a CUDA graph
   e.reason = batch_close_reason::queue_delay_expired;
   stats.record_execution(e);
   stats.record_early_failure(failure_reason::rejected, 10'000'000);
@@ -215,6 +224,12 @@ servekit_batch_close_total{model="resnet50",version="1",reason="shape_mismatch"}
 servekit_batch_close_total{model="resnet50",version="1",reason="queue_drained"} 0
 servekit_batch_close_total{model="resnet50",version="1",reason="batch_rule"} 0
 servekit_batch_close_total{model="resnet50",version="1",reason="no_batching"} 0
+# HELP servekit_batch_padding_elements_total Number of padding rows backends executed beyond the requests' batch sizes (servekit extension)
+# TYPE servekit_batch_padding_elements_total counter
+servekit_batch_padding_elements_total{model="resnet50",version="1"} 1
+# HELP servekit_padded_exec_count Number of model executions that ran padding rows (servekit extension)
+# TYPE servekit_padded_exec_count counter
+servekit_padded_exec_count{model="resnet50",version="1"} 1
 # HELP servekit_instance_exec_count Number of model executions per model instance (servekit extension)
 # TYPE servekit_instance_exec_count counter
 servekit_instance_exec_count{model="resnet50",version="1",instance="resnet50_0_0"} 1
@@ -240,6 +255,8 @@ TEST(prometheus_writer, help_and_type_appear_once_per_family) {
                                                   "nv_inference_compute_output_duration_us",
                                                   "nv_inference_pending_request_count",
                                                   "servekit_batch_close_total",
+                                                  "servekit_batch_padding_elements_total",
+                                                  "servekit_padded_exec_count",
                                                   "servekit_instance_exec_count"};
   for (const auto f : families) {
     EXPECT_EQ(count_of(text, "# HELP " + std::string(f) + " "), 1u) << f;
@@ -273,7 +290,7 @@ TEST(prometheus_writer, only_pending_is_a_gauge) {
   const auto text = w.str();
   EXPECT_EQ(count_of(text, " gauge\n"), 1u);
   EXPECT_EQ(count_of(text, "# TYPE nv_inference_pending_request_count gauge\n"), 1u);
-  EXPECT_EQ(count_of(text, " counter\n"), 11u);
+  EXPECT_EQ(count_of(text, " counter\n"), 13u);
 }
 
 TEST(prometheus_writer, escapes_label_values) {

@@ -20,8 +20,13 @@ using servekit::named_backend;
 using backends = servekit::backend_list<
     named_backend<"add", add_backend>, named_backend<"unbatched", unbatched_backend>,
     named_backend<"failing", failing_backend>, named_backend<"sum", sum_backend>>;
-using add_models = servekit::detail::compositions<add_backend>;
-using sum_models = servekit::detail::compositions<sum_backend>;
+using add_models = servekit::detail::compositions<add_backend, servekit::host_state_store>;
+using sum_models = servekit::detail::compositions<sum_backend, servekit::host_state_store>;
+
+/// A state store of its own type, to see that a named_backend's store is the one used.
+struct own_store : servekit::host_state_store {
+  using servekit::host_state_store::host_state_store;
+};
 
 servekit::model_options config(const std::string& text) {
   auto options = servekit::load_model_config(text);
@@ -96,6 +101,16 @@ TEST_F(BackendList, SequenceBatchingPicksTheStrategy) {
   EXPECT_NE(direct.get<sum_models::direct_sequence_model>(), nullptr);
   auto oldest = backends::make(config(sum_config("oldest")));
   EXPECT_NE(oldest.get<sum_models::oldest_sequence_model>(), nullptr);
+}
+
+TEST_F(BackendList, SequenceBatchingUsesTheNamedBackendsStore) {
+  using with_own_store = servekit::backend_list<named_backend<"sum", sum_backend, own_store>>;
+  using own_models = servekit::detail::compositions<sum_backend, own_store>;
+  auto direct = with_own_store::make(config(sum_config("direct")));
+  EXPECT_NE(direct.get<own_models::direct_sequence_model>(), nullptr);
+  EXPECT_EQ(direct.get<sum_models::direct_sequence_model>(), nullptr);
+  auto oldest = with_own_store::make(config(sum_config("oldest")));
+  EXPECT_NE(oldest.get<own_models::oldest_sequence_model>(), nullptr);
 }
 
 TEST_F(BackendList, InstanceGroupCountsComeFromTheConfig) {

@@ -16,6 +16,13 @@
 ///     static constexpr bool decoupled = false;            // several responses per request?
 ///     static constexpr servekit::tensor_spec inputs[] = {...};
 ///     static constexpr servekit::tensor_spec outputs[] = {...};
+///     static int device_count() noexcept;                 // GPUs it can run on (see below)
+///
+/// A backend that can run on GPUs declares `device_count()`, the GPUs it sees now (0 on a
+/// machine without one, e.g. `servekit::cuda::device_count()`). Instance placement then resolves
+/// Triton's KIND_AUTO (every visible GPU, else the CPU) and KIND_GPU without `gpus` (every visible
+/// GPU), and refuses GPUs that are not there. A backend without it is placed where the config
+/// says, GPU ids unchecked.
 
 #include <servekit/backend/batch.hpp>
 #include <servekit/backend/instance_context.hpp>
@@ -88,6 +95,15 @@ template <class B>
 concept declares_outputs_as_specs = requires {
   {std::span<const tensor_spec>{B::outputs}};
 };
+template <class B>
+concept declares_device_count = requires {
+  &B::device_count;
+};
+template <class B>
+concept declares_device_count_as_function = requires {
+  { B::device_count() }
+  noexcept->std::same_as<int>;
+};
 
 } // namespace detail
 
@@ -139,6 +155,16 @@ struct backend_traits {
       return std::span<const tensor_spec>{};
     }
   }();
+  /// Whether the backend can run on GPUs (it declares `device_count()`).
+  static constexpr bool runs_on_gpus = detail::declares_device_count_as_function<B>;
+  /// The GPUs the backend can run on now; 0 when it runs on the CPU only.
+  [[nodiscard]] static int device_count() noexcept {
+    if constexpr (runs_on_gpus) {
+      return B::device_count();
+    } else {
+      return 0;
+    }
+  }
 };
 
 /// Checks a backend with one readable message per missing or malformed member. Composition
@@ -166,6 +192,9 @@ consteval bool check_backend() {
   static_assert(!detail::declares_outputs<B> || detail::declares_outputs_as_specs<B>,
                 "servekit: a backend's `outputs` must be "
                 "`static constexpr servekit::tensor_spec outputs[] = {...};`");
+  static_assert(!detail::declares_device_count<B> || detail::declares_device_count_as_function<B>,
+                "servekit: a backend's `device_count` must be "
+                "`static int device_count() noexcept;` (the GPUs it can run on now)");
   return true;
 }
 

@@ -73,6 +73,16 @@ public:
     sinks_[i]->send(std::move(r));
   }
 
+  /// Reports that the backend ran `elements` rows of padding beyond batch_size(), e.g. to
+  /// replay a CUDA graph captured for a larger size. Statistics count it (padding_elements,
+  /// padded_executions); the inference counts stay those of the requests.
+  void record_padding(std::int64_t elements) noexcept {
+    SERVEKIT_ASSERT(elements >= 0, "record_padding() with a negative count");
+    padding_ += elements;
+  }
+  /// Padding rows reported for this execution.
+  [[nodiscard]] std::int64_t padding() const noexcept { return padding_; }
+
   /// Marks the end of input preparation (gather, host-to-device copies).
   void mark_compute_input_end() noexcept { input_end_ = clock::now(); }
   /// Marks the start of output handling (device-to-host copies, scatter).
@@ -87,6 +97,7 @@ public:
     responses_.clear();
     sinks_.clear();
     total_elements_ = 0;
+    padding_ = 0;
     sequence_ = nullptr;
     input_end_ = {};
     output_start_ = {};
@@ -113,6 +124,7 @@ private:
   std::vector<servekit::response> responses_;
   std::vector<response_sink*> sinks_;
   std::int64_t total_elements_ = 0;
+  std::int64_t padding_ = 0;
   const instance_context* instance_ = nullptr;
   const sequence_controls* sequence_ = nullptr;
   bool decoupled_ = false;

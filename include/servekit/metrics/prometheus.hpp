@@ -99,6 +99,9 @@ inline void append_prometheus_sample(std::string& out, std::string_view name,
 /// - gauge `nv_inference_pending_request_count`: accepted and not yet started.
 /// - counter `servekit_batch_close_total{reason}` (servekit extension): batches by
 ///   batch_close_reason, one sample per reason.
+/// - counter `servekit_batch_padding_elements_total` and `servekit_padded_exec_count` (servekit
+///   extensions): rows backends ran as padding (batch::record_padding, e.g. to replay a CUDA
+///   graph of a larger size) and the executions that had any.
 /// - counter `servekit_instance_exec_count{instance}` (servekit extension): executions per
 ///   model instance; left out when no added model has instances.
 ///
@@ -168,6 +171,13 @@ public:
                   "Number of requests accepted and not yet started by a model instance",
                   [](const statistics_snapshot& s) { return s.pending_request_count; });
     close_reason_counter(out);
+    counter(out, "servekit_batch_padding_elements_total",
+            "Number of padding rows backends executed beyond the requests' batch sizes "
+            "(servekit extension)",
+            [](const statistics_snapshot& s) { return s.padding_elements; });
+    counter(out, "servekit_padded_exec_count",
+            "Number of model executions that ran padding rows (servekit extension)",
+            [](const statistics_snapshot& s) { return s.padded_executions; });
     instance_counter(out);
   }
 

@@ -77,6 +77,8 @@ struct statistics_snapshot {
   duration_stat compute_infer;
   duration_stat compute_output;
   std::uint64_t pending_request_count = 0;  ///< accepted, not yet started by a backend
+  std::uint64_t padding_elements = 0;       ///< rows backends ran as padding (record_padding)
+  std::uint64_t padded_executions = 0;      ///< executions that ran any padding
   std::vector<batch_size_stat> batch_stats; ///< only sizes that executed, ascending
   std::array<std::uint64_t, batch_close_reason_count> close_reasons{};
   std::array<std::uint64_t, failure_reason_count> failures{};
@@ -136,6 +138,7 @@ public:
     std::uint64_t compute_input_ns = 0; ///< of the batch (each request is charged this)
     std::uint64_t compute_infer_ns = 0;
     std::uint64_t compute_output_ns = 0;
+    std::uint64_t padding_elements = 0; ///< rows run beyond batch_size (batch::record_padding)
     batch_close_reason reason = batch_close_reason::queue_drained;
     bool backend_failed = false;
   };
@@ -165,6 +168,10 @@ public:
           failed);
     }
     add(close_reasons_[static_cast<std::size_t>(e.reason)], 1);
+    if (e.padding_elements != 0) {
+      add(padding_elements_, e.padding_elements);
+      add(padded_executions_, 1);
+    }
     if (e.batch_size < batch_sizes_.size()) {
       auto& b = batch_sizes_[e.batch_size];
       add(b.compute_input.count, 1);
@@ -217,6 +224,8 @@ public:
     s.compute_infer = load_d(compute_infer_);
     s.compute_output = load_d(compute_output_);
     s.pending_request_count = load(pending_);
+    s.padding_elements = load(padding_elements_);
+    s.padded_executions = load(padded_executions_);
     for (std::size_t size = 1; size < batch_sizes_.size(); ++size) {
       const auto& b = batch_sizes_[size];
       if (load(b.compute_infer.count) != 0) {
@@ -261,6 +270,8 @@ private:
   atomic_duration compute_infer_;
   atomic_duration compute_output_;
   std::atomic<std::uint64_t> pending_{0};
+  std::atomic<std::uint64_t> padding_elements_{0};
+  std::atomic<std::uint64_t> padded_executions_{0};
   std::array<std::atomic<std::uint64_t>, batch_close_reason_count> close_reasons_{};
   std::array<std::atomic<std::uint64_t>, failure_reason_count> failures_{};
   std::vector<atomic_batch_size> batch_sizes_;

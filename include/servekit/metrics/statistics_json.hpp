@@ -36,8 +36,10 @@ namespace detail {
 ///   per batch size that executed, ascending;
 /// - `response_stats`: `{}` and `memory_usage`: `[]` (servekit records neither yet);
 /// - servekit extensions: `batch_close_reasons`: `{"max_batch_size": n, ...}` with every
-///   batch_close_reason, and `instance_stats`: `[{"name", "execution_count",
-///   "inference_count", "compute_infer"}]`, one per model instance.
+///   batch_close_reason, `batch_padding`: `{"padded_executions": n, "padding_elements": m}`
+///   (rows backends ran beyond the requests, see batch::record_padding), and `instance_stats`:
+///   `[{"name", "execution_count", "inference_count", "compute_infer"}]`, one per model
+///   instance.
 ///
 /// Wrap several in `{"model_stats": [...]}` for Triton's `$stats_model_response`.
 [[nodiscard]] inline nlohmann::json to_statistics_json(std::string_view model,
@@ -87,6 +89,8 @@ namespace detail {
   j["response_stats"] = json::object();
   j["memory_usage"] = json::array();
   j["batch_close_reasons"] = std::move(close_reasons);
+  j["batch_padding"] = json{{"padded_executions", stats.padded_executions},
+                            {"padding_elements", stats.padding_elements}};
   j["instance_stats"] = std::move(instance_stats);
   return j;
 }

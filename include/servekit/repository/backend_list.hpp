@@ -20,6 +20,7 @@
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/sequence_batcher.hpp>
 #include <servekit/state/host_state_store.hpp>
+#include <servekit/state/state_store.hpp>
 
 #include <array>
 #include <cstddef>
@@ -28,31 +29,34 @@
 
 namespace servekit {
 
-/// A backend type and the name configs give it in their `backend` field.
-template <fixed_string Name, class Backend>
+/// A backend type and the name configs give it in their `backend` field, with the state store
+/// its models use when a config asks for sequence batching (e.g. servekit::cuda's
+/// device_state_store for a backend whose state lives on the GPU).
+template <fixed_string Name, class Backend, state_store Store = host_state_store>
 struct named_backend {
   static constexpr std::string_view name = Name.view();
   using backend_type = Backend;
+  using state_store_type = Store;
 };
 
 namespace detail {
 
 /// The model types a backend is served as, one per scheduler a config can ask for. Instance
 /// counts are run-time options (`instance_group`), so they need no type of their own.
-template <class Backend>
+template <class Backend, class Store = host_state_store>
 struct compositions {
   using default_model = model<Backend, default_scheduler>;
   using batching_model = model<Backend, dynamic_batcher<>>;
-  using direct_sequence_model = model<Backend, sequence_batcher<direct, host_state_store>>;
-  using oldest_sequence_model = model<Backend, sequence_batcher<oldest, host_state_store>>;
+  using direct_sequence_model = model<Backend, sequence_batcher<direct, Store>>;
+  using oldest_sequence_model = model<Backend, sequence_batcher<oldest, Store>>;
 };
 
 /// Builds the composition `config` asks for: sequence_batching (by strategy), then
 /// dynamic_batching, else the default scheduler. A composition the backend cannot take is a
 /// config_error at the field that asks for it, not a compile error.
-template <class Backend>
+template <class Backend, class Store>
 [[nodiscard]] any_model make_composition(const model_options& config, const test_hooks& hooks) {
-  using types = compositions<Backend>;
+  using types = compositions<Backend, Store>;
   if (config.sequence_batching) {
     if (config.sequence_batching->strategy == sequence_strategy::oldest) {
       return any_model::make<typename types::oldest_sequence_model>(config, hooks);
@@ -74,8 +78,8 @@ template <class Backend>
 
 } // namespace detail
 
-/// Backends by name (`named_backend<"name", Backend>...`), and the factory a model repository
-/// builds its models with.
+/// Backends by name (`named_backend<"name", Backend[, Store]>...`), and the factory a model
+/// repository builds its models with.
 template <class... Named>
 struct backend_list {
   static_assert(sizeof...(Named) > 0, "servekit: backend_list needs at least one named_backend");
@@ -93,7 +97,9 @@ struct backend_list {
     any_model out;
     const bool found =
         ((config.backend == Named::name
-              ? (out = detail::make_composition<typename Named::backend_type>(config, hooks), true)
+              ? (out = detail::make_composition<typename Named::backend_type,
+                                                typename Named::state_store_type>(config, hooks),
+                 true)
               : false) ||
          ...);
     if (!found) {

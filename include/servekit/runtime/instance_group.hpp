@@ -6,8 +6,11 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/runtime/model_options.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,17 +36,73 @@ struct instance_placement {
   int device_id = 0;
 };
 
-/// Expands instance groups into instances, named as Triton names them ("<group>_<index>").
-/// Throws config_error for a count below 1 or a GPU group without devices.
+namespace detail {
+
+/// The GPUs of group `g` after resolving Triton's rules; empty: the group runs on the CPU.
+/// `visible` is the backend's device count, or nullopt when the backend does not say (then the
+/// config is trusted: a GPU group must list its devices, which go unchecked).
+[[nodiscard]] inline std::vector<std::int32_t> group_gpus(const instance_group_options& group,
+                                                          const std::string& path,
+                                                          std::optional<int> visible) {
+  const bool gpu_kind = group.kind == instance_group_kind::kind_gpu;
+  const bool auto_kind = group.kind == instance_group_kind::kind_auto;
+  if (!gpu_kind && !auto_kind) {
+    if (!group.gpus.empty()) {
+      throw config_error(config_error_code::bad_value, path + "/gpus",
+                         "instance group of kind KIND_CPU or KIND_MODEL must not list gpus");
+    }
+    return {};
+  }
+  if (!visible) {
+    if (gpu_kind && group.gpus.empty()) {
+      throw config_error(config_error_code::bad_value, path + "/gpus",
+                         "instance group of kind KIND_GPU must list its gpus (the backend does "
+                         "not declare device_count(), so servekit cannot find them)");
+    }
+    return group.gpus;
+  }
+  if (group.gpus.empty()) {
+    if (*visible <= 0 && gpu_kind) {
+      throw config_error(config_error_code::bad_value, path + "/kind",
+                         "instance group of kind KIND_GPU, but no GPU is visible");
+    }
+    std::vector<std::int32_t> all(static_cast<std::size_t>(std::max(*visible, 0)));
+    std::iota(all.begin(), all.end(), 0);
+    return all; // KIND_AUTO without GPUs: empty, the CPU
+  }
+  for (std::size_t i = 0; i < group.gpus.size(); ++i) {
+    if (group.gpus[i] >= *visible) {
+      throw config_error(config_error_code::bad_value, path + "/gpus/" + std::to_string(i),
+                         "instance group lists GPU " + std::to_string(group.gpus[i]) + ", but " +
+                             std::to_string(*visible) + " GPU" + (*visible == 1 ? " is" : "s are") +
+                             " visible");
+    }
+  }
+  return group.gpus;
+}
+
+} // namespace detail
+
+/// Expands instance groups into instances, named as Triton names them ("<group>_<index>"), with
+/// Triton's placement rules: KIND_GPU runs `count` instances on each of its `gpus` (every visible
+/// GPU when it lists none), KIND_AUTO is a GPU group when it lists GPUs or when GPUs are visible
+/// and a CPU group otherwise, KIND_CPU and KIND_MODEL run `count` instances in all.
+///
+/// `visible_gpus` is the backend's `device_count()` (backend_traits), or nullopt when the
+/// backend does not declare one: then KIND_AUTO means the CPU unless it lists GPUs, and GPU ids
+/// go unchecked. Without groups, `default_count` instances run on every visible GPU, or on the
+/// CPU. Throws config_error for a count below 1, a GPU group without GPUs, or a GPU that is not
+/// visible.
 [[nodiscard]] inline std::vector<instance_placement>
 place_instances(const std::string& model_name, const std::vector<instance_group_options>& groups,
-                std::int32_t default_count) {
+                std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt) {
   std::vector<instance_placement> out;
   if (groups.empty()) {
-    for (std::int32_t i = 0; i < default_count; ++i) {
-      out.push_back({model_name + "_0_" + std::to_string(i), instance_kind::cpu, 0});
-    }
-    return out;
+    const instance_group_options implicit{.name = model_name + "_0",
+                                          .kind = instance_group_kind::kind_auto,
+                                          .count = default_count,
+                                          .gpus = {}};
+    return place_instances(model_name, {implicit}, default_count, visible_gpus);
   }
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const auto& group = groups[g];
@@ -53,19 +112,10 @@ place_instances(const std::string& model_name, const std::vector<instance_group_
       throw config_error(config_error_code::bad_value, path + "/count",
                          "instance group count must be at least 1");
     }
-    const bool gpu = group.kind == instance_group_kind::kind_gpu ||
-                     (group.kind == instance_group_kind::kind_auto && !group.gpus.empty());
-    if (!gpu && !group.gpus.empty()) {
-      throw config_error(config_error_code::bad_value, path + "/gpus",
-                         "instance group of kind KIND_CPU or KIND_MODEL must not list gpus");
-    }
-    if (gpu && group.gpus.empty()) {
-      throw config_error(config_error_code::bad_value, path + "/gpus",
-                         "instance group of kind KIND_GPU must list its gpus");
-    }
+    const auto gpus = detail::group_gpus(group, path, visible_gpus);
     std::int32_t index = 0;
-    if (gpu) {
-      for (const auto device : group.gpus) {
+    if (!gpus.empty()) {
+      for (const auto device : gpus) {
         for (std::int32_t i = 0; i < group.count; ++i) {
           out.push_back({name + "_" + std::to_string(index++), instance_kind::gpu, device});
         }

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,7 +125,7 @@ public:
                                           hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
         placements_{place_instances(options_.name, options_.instance_group,
-                                    instance_group_policy::default_count)},
+                                    instance_group_policy::default_count, visible_gpus())},
         stats_{static_cast<std::size_t>(std::max(config_.max_batch_size, 1)), instance_names()},
         shell_{options_, config_, placements_, stats_} {}
 
@@ -179,6 +180,15 @@ public:
   }
 
 private:
+  /// What placement may assume of GPUs: the backend's count, if it runs on GPUs at all.
+  [[nodiscard]] static std::optional<int> visible_gpus() noexcept {
+    if constexpr (traits::runs_on_gpus) {
+      return traits::device_count();
+    } else {
+      return std::nullopt;
+    }
+  }
+
   [[nodiscard]] std::vector<std::string> instance_names() const {
     std::vector<std::string> names;
     for (const auto& p : placements_) {

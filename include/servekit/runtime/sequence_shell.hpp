@@ -59,7 +59,7 @@ public:
       : options_{options}, config_{config}, stats_{stats}, core_{detail::with_instances(
                                                                config.scheduler,
                                                                placements.size())},
-        store_{store_config(options, config, placements.size() * core_.slots_per_instance())},
+        store_{store_config(options, config, placements, core_.slots_per_instance())},
         controls_{config.scheduler.sequence_batching}, placements_{std::move(placements)},
         lanes_(placements_.size()) {
     instances_ = detail::create_instances<Backend>(options_, config_, placements_);
@@ -170,11 +170,20 @@ private:
   };
 
   static state_store_config store_config(const model_options& options,
-                                         const resolved_config& config, std::size_t slots) {
+                                         const resolved_config& config,
+                                         const std::vector<instance_placement>& placements,
+                                         std::size_t slots_per_instance) {
     state_store_config c;
     c.model_name = options.name;
     c.states = config.scheduler.sequence_batching.state;
-    c.slots = slots;
+    c.slots = placements.size() * slots_per_instance;
+    // Slot s belongs to instance s / slots_per_instance (see global_slot).
+    c.slot_locations.reserve(c.slots);
+    for (const auto& p : placements) {
+      const auto where =
+          p.kind == instance_kind::gpu ? memory_location::gpu(p.device_id) : memory_location::cpu();
+      c.slot_locations.insert(c.slot_locations.end(), slots_per_instance, where);
+    }
     c.batched = config.max_batch_size > 0;
     for (const auto& o : config.outputs) {
       c.model_outputs.push_back(o.name);

@@ -3,6 +3,7 @@
 /// The state store role: where a sequence batcher keeps Triton's implicit state between the
 /// requests of a sequence, and the settings a store is built from.
 
+#include <servekit/core/buffer.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
@@ -39,6 +40,11 @@ struct state_store_config {
   /// initial_state data files are read from `<model_directory>/initial_state/`; empty: the
   /// working directory.
   std::string model_directory;
+  /// Where each slot's instance runs, one entry per slot: `memory_location::gpu(d)` for a slot
+  /// of an instance on GPU d, cpu otherwise; empty: every slot is on the CPU. A device state
+  /// store keeps a slot's state where its instance computes. Slot s belongs to instance
+  /// s / (slots / instances).
+  std::vector<memory_location> slot_locations;
 };
 
 namespace detail {

@@ -87,6 +87,7 @@ execution_record(std::size_t instance, const batch& b, time_point start, time_po
   e.instance = instance;
   e.batch_size = static_cast<std::uint64_t>(elements);
   e.requests = requests;
+  e.padding_elements = static_cast<std::uint64_t>(b.padding());
   e.reason = reason;
   e.backend_failed = true;
   const time_point input_end =
