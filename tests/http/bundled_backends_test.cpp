@@ -82,8 +82,9 @@ using accumulate_oldest =
                     servekit::sequence_batcher<servekit::oldest, servekit::host_state_store>>;
 
 TEST(BundledBackends, TheListBuildsEveryBundledModelByBackendName) {
-  EXPECT_EQ(servekit_server::bundled_backends::names.size(), 3U);
-  for (const char* name : {"add_sub", "identity_delay", "accumulate", "accumulate_oldest"}) {
+  EXPECT_EQ(servekit_server::bundled_backends::names.size(), 5U);
+  for (const char* name : {"add_sub", "identity_delay", "accumulate", "accumulate_oldest",
+                           "gpu_mlp", "gpu_accumulate"}) {
     const auto options = bundled(name);
     const servekit::any_model m = servekit_server::bundled_backends::make(options);
     EXPECT_EQ(m.ref().name(), name);

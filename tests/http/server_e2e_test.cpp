@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -217,8 +218,9 @@ TEST(ServerE2E, BundledRepositoryLoadsReady) {
     EXPECT_EQ(e.state, servekit::model_state::ready) << e.name << ": " << e.reason;
     EXPECT_EQ(e.version, 1) << e.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"accumulate", "accumulate_oldest", "add_sub",
-                                             "identity_delay", "pipeline"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"accumulate", "accumulate_oldest", "add_sub",
+                                      "gpu_accumulate", "gpu_mlp", "identity_delay", "pipeline"}));
 }
 
 TEST(ServerE2E, HealthLiveAndReady) {
@@ -582,6 +584,45 @@ TEST(ServerE2E, PipelineEnsemble) {
   EXPECT_EQ(s.statistics("identity_delay").inference_count, 1U);
 }
 
+TEST(ServerE2E, GpuMlpServesWhereverItWasPlaced) {
+  running_server s{bundled_models};
+  auto c = s.client();
+  // KIND_AUTO, shown as placed: KIND_GPU on every visible GPU, else KIND_CPU (Triton's rule).
+  const auto config = parse(c->get("/v2/models/gpu_mlp/config"));
+  const auto& group = config.at("instance_group").at(0);
+  const int gpus = cuda_examples::mlp_backend::device_count();
+  EXPECT_EQ(group.at("kind"), gpus > 0 ? "KIND_GPU" : "KIND_CPU") << config;
+
+  // Two rows in one request, against the float64 reference of the same weights.
+  constexpr std::size_t width = 1024;
+  std::vector<float> input(2 * width);
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    input[i] = static_cast<float>(static_cast<double>(i % 97) / 97.0 - 0.5);
+  }
+  const auto r = c->post("/v2/models/gpu_mlp/infer",
+                         json{{"inputs", {fp32_input("INPUT0", input, 2)}}}.dump());
+  ASSERT_EQ(r.status, 200U) << r.body;
+  auto outputs = outputs_of(parse(r));
+  ASSERT_EQ(outputs["OUTPUT0"].at("shape"), json::array({2, 1024}));
+  const auto got = floats_of(outputs["OUTPUT0"]);
+  const std::int64_t layers[] = {1024, 4096, 1024};
+  const auto expected =
+      cuda_examples::mlp_reference(cuda_examples::make_mlp_weights(layers, /*seed=*/1), input, 2);
+  ASSERT_EQ(got.size(), expected.size());
+  double error = 0;
+  double norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    error = std::max(error, std::abs(static_cast<double>(got[i]) - expected[i]));
+    norm = std::max(norm, std::abs(expected[i]));
+  }
+  EXPECT_LT(error / norm, 1e-3);
+
+  // A request of the wrong width is refused before it reaches the model.
+  expect_error(c->post("/v2/models/gpu_mlp/infer",
+                       json{{"inputs", {fp32_input("INPUT0", iota(0, 16))}}}.dump()),
+               400, "INPUT0");
+}
+
 // -- statistics and metrics --------------------------------------------------------------------
 
 TEST(ServerE2E, StatisticsJson) {
@@ -620,8 +661,9 @@ TEST(ServerE2E, StatisticsJson) {
   for (const auto& e : every) {
     names.push_back(e.at("name").get<std::string>());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"accumulate", "accumulate_oldest", "add_sub",
-                                             "identity_delay", "pipeline"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"accumulate", "accumulate_oldest", "add_sub",
+                                      "gpu_accumulate", "gpu_mlp", "identity_delay", "pipeline"}));
   EXPECT_EQ(c->get("/v2/models/add_sub/versions/1/stats").status, 200U);
 }
 
@@ -669,7 +711,7 @@ TEST(ServerE2E, RepositoryIndexUnloadAndLoad) {
   const auto index = c->post("/v2/repository/index", "{}");
   ASSERT_EQ(index.status, 200U) << index.body;
   const auto entries = parse(index);
-  ASSERT_EQ(entries.size(), 5U);
+  ASSERT_EQ(entries.size(), 7U);
   for (const auto& e : entries) {
     EXPECT_EQ(e.at("state"), "READY") << e;
     EXPECT_EQ(e.at("version"), "1") << e;

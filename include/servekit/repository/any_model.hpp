@@ -3,9 +3,11 @@
 /// any_model: an owning, move-only, type-erased servable, for code that picks a model's type at
 /// run time (backend_list, model_repository). The owning counterpart of model_ref.
 
+#include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/model_ref.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
 
+#include <concepts>
 #include <memory>
 #include <utility>
 
@@ -61,6 +63,12 @@ public:
     }
   }
 
+  /// The options the servable runs with, if it has `options()` (model<...> and runtime_ensemble
+  /// do), else nullptr.
+  [[nodiscard]] const model_options* options() const noexcept {
+    return self_ != nullptr ? ops_->options(self_) : nullptr;
+  }
+
   /// The servable if it is an `M`, else nullptr (for tests and diagnostics).
   template <servable M>
   [[nodiscard]] M* get() const noexcept {
@@ -80,6 +88,7 @@ private:
     model_ref (*ref)(void*) noexcept;
     void (*shutdown)(void*, shutdown_mode);
     void (*destroy)(void*) noexcept;
+    const model_options* (*options)(const void*) noexcept;
   };
 
   // One table per type, inline so that its address identifies the type in every TU (get<M>).
@@ -91,7 +100,16 @@ private:
           static_cast<M*>(m)->shutdown(mode);
         }
       },
-      [](void* m) noexcept { delete static_cast<M*>(m); }};
+      [](void* m) noexcept { delete static_cast<M*>(m); },
+      [](const void* m) noexcept -> const model_options* {
+        if constexpr (requires(const M& x) {
+                        { x.options() } -> std::same_as<const model_options&>;
+                      }) {
+          return &static_cast<const M*>(m)->options();
+        } else {
+          return nullptr;
+        }
+      }};
 
   void* self_ = nullptr;
   const operations* ops_ = nullptr;

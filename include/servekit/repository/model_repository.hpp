@@ -103,7 +103,8 @@ using loaded_model_reaper = model_reaper<loaded_model>;
 class loaded_model {
 public:
   /// The configuration as loaded (name, version, backend or platform, inputs, outputs,
-  /// scheduling, `directory`).
+  /// scheduling, `directory`), with `instance_group` as placed: KIND_AUTO resolved to KIND_GPU
+  /// or KIND_CPU, as Triton's config endpoint shows it.
   [[nodiscard]] const model_options& config() const noexcept { return config_; }
   /// The model: submit, cancel, statistics, name, version, inputs, outputs.
   [[nodiscard]] model_ref model() const noexcept { return servable_.ref(); }
@@ -123,7 +124,13 @@ public:
   loaded_model(model_options config, std::filesystem::path config_file, any_model servable,
                std::vector<std::shared_ptr<const loaded_model>> composing, bool ensemble)
       : config_{std::move(config)}, config_file_{std::move(config_file)},
-        composing_{std::move(composing)}, servable_{std::move(servable)}, ensemble_{ensemble} {}
+        composing_{std::move(composing)}, servable_{std::move(servable)}, ensemble_{ensemble} {
+    // Serve the instance groups as placed (KIND_AUTO resolved, GPU lists filled), as Triton's
+    // config endpoint does.
+    if (const model_options* running = servable_.options(); running != nullptr && !ensemble_) {
+      config_.instance_group = running->instance_group;
+    }
+  }
 
   loaded_model(const loaded_model&) = delete;
   loaded_model& operator=(const loaded_model&) = delete;

@@ -83,48 +83,70 @@ namespace detail {
 
 } // namespace detail
 
-/// Expands instance groups into instances, named as Triton names them ("<group>_<index>"), with
-/// Triton's placement rules: KIND_GPU runs `count` instances on each of its `gpus` (every visible
-/// GPU when it lists none), KIND_AUTO is a GPU group when it lists GPUs or when GPUs are visible
-/// and a CPU group otherwise, KIND_CPU and KIND_MODEL run `count` instances in all.
+/// Triton's placement rules applied to a config's instance groups, as Triton's model config
+/// endpoint shows them once the model is loaded: every group named ("<model>_<group index>"),
+/// KIND_AUTO resolved to KIND_GPU with its GPUs (the listed ones, else every visible one) or to
+/// KIND_CPU, and KIND_GPU given every visible GPU when it lists none. No groups: one group of
+/// `default_count`, placed as KIND_AUTO.
 ///
 /// `visible_gpus` is the backend's `device_count()` (backend_traits), or nullopt when the
 /// backend does not declare one: then KIND_AUTO means the CPU unless it lists GPUs, and GPU ids
-/// go unchecked. Without groups, `default_count` instances run on every visible GPU, or on the
-/// CPU. Throws config_error for a count below 1, a GPU group without GPUs, or a GPU that is not
-/// visible.
-[[nodiscard]] inline std::vector<instance_placement>
-place_instances(const std::string& model_name, const std::vector<instance_group_options>& groups,
-                std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt) {
-  std::vector<instance_placement> out;
+/// go unchecked. Throws config_error for a count below 1, a GPU group without GPUs, or a GPU
+/// that is not visible. Resolving resolved groups changes nothing.
+[[nodiscard]] inline std::vector<instance_group_options> resolve_instance_groups(
+    const std::string& model_name, const std::vector<instance_group_options>& groups,
+    std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt) {
   if (groups.empty()) {
     const instance_group_options implicit{.name = model_name + "_0",
                                           .kind = instance_group_kind::kind_auto,
                                           .count = default_count,
                                           .gpus = {}};
-    return place_instances(model_name, {implicit}, default_count, visible_gpus);
+    return resolve_instance_groups(model_name, {implicit}, default_count, visible_gpus);
   }
+  std::vector<instance_group_options> out;
+  out.reserve(groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const auto& group = groups[g];
     const std::string path = "/instance_group/" + std::to_string(g);
-    const std::string name = group.name.empty() ? model_name + "_" + std::to_string(g) : group.name;
     if (group.count < 1) {
       throw config_error(config_error_code::bad_value, path + "/count",
                          "instance group count must be at least 1");
     }
-    const auto gpus = detail::group_gpus(group, path, visible_gpus);
+    auto& resolved = out.emplace_back(group);
+    if (resolved.name.empty()) {
+      resolved.name = model_name + "_" + std::to_string(g);
+    }
+    resolved.gpus = detail::group_gpus(group, path, visible_gpus);
+    if (!resolved.gpus.empty()) {
+      resolved.kind = instance_group_kind::kind_gpu;
+    } else if (resolved.kind == instance_group_kind::kind_auto) {
+      resolved.kind = instance_group_kind::kind_cpu;
+    }
+  }
+  return out;
+}
+
+/// The instances of `groups` (see resolve_instance_groups for the rules and the errors), named
+/// as Triton names them ("<group>_<index in group>"): a GPU group runs `count` instances on each
+/// of its GPUs, a CPU or KIND_MODEL group `count` in all.
+[[nodiscard]] inline std::vector<instance_placement>
+place_instances(const std::string& model_name, const std::vector<instance_group_options>& groups,
+                std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt) {
+  std::vector<instance_placement> out;
+  for (const auto& group :
+       resolve_instance_groups(model_name, groups, default_count, visible_gpus)) {
     std::int32_t index = 0;
-    if (!gpus.empty()) {
-      for (const auto device : gpus) {
+    if (group.kind == instance_group_kind::kind_gpu) {
+      for (const auto device : group.gpus) {
         for (std::int32_t i = 0; i < group.count; ++i) {
-          out.push_back({name + "_" + std::to_string(index++), instance_kind::gpu, device});
+          out.push_back({group.name + "_" + std::to_string(index++), instance_kind::gpu, device});
         }
       }
     } else {
       const auto kind =
           group.kind == instance_group_kind::kind_model ? instance_kind::model : instance_kind::cpu;
       for (std::int32_t i = 0; i < group.count; ++i) {
-        out.push_back({name + "_" + std::to_string(index++), kind, 0});
+        out.push_back({group.name + "_" + std::to_string(index++), kind, 0});
       }
     }
   }

@@ -120,9 +120,9 @@ public:
   /// Builds every instance (calling each backend's constructor on this thread) and starts
   /// their threads. Throws config_error for a bad configuration or a backend that throws.
   explicit model(model_options options = {}, test_hooks hooks = {})
-      : options_{std::move(options)}, config_{resolve_config<Backend>(
-                                          options_, detail::scheduler_kind_of<scheduler_policy>(),
-                                          hooks)},
+      : options_{with_placed_instance_groups(std::move(options))},
+        config_{resolve_config<Backend>(options_, detail::scheduler_kind_of<scheduler_policy>(),
+                                        hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
         placements_{place_instances(options_.name, options_.instance_group,
                                     instance_group_policy::default_count, visible_gpus())},
@@ -166,6 +166,8 @@ public:
   void shutdown(shutdown_mode mode) { shell_.shutdown(mode); }
 
   [[nodiscard]] statistics_snapshot statistics() const { return stats_.snapshot(); }
+  /// The options the model runs with: as given, with `instance_group` resolved as Triton's
+  /// config endpoint shows it (KIND_AUTO replaced by where the instances run, GPU lists filled).
   [[nodiscard]] const model_options& options() const noexcept { return options_; }
   [[nodiscard]] const std::string& name() const noexcept { return options_.name; }
   [[nodiscard]] std::int64_t version() const noexcept { return options_.version; }
@@ -187,6 +189,12 @@ private:
     } else {
       return std::nullopt;
     }
+  }
+
+  [[nodiscard]] static model_options with_placed_instance_groups(model_options options) {
+    options.instance_group = resolve_instance_groups(
+        options.name, options.instance_group, instance_group_policy::default_count, visible_gpus());
+    return options;
   }
 
   [[nodiscard]] std::vector<std::string> instance_names() const {
