@@ -213,15 +213,20 @@ public:
       release = claim_work_release();
     }
     if (release) {
-      // The exit timer is work too: cancel it (on its strand, before the guard goes) so run()
-      // returns now rather than when it expires.
-      asio::post(acceptor_strand_, [this] {
-        if (exit_timer_) {
-          exit_timer_->cancel();
-        }
-      });
-      work_.reset();
+      release_work();
     }
+  }
+
+  /// Lets run() return once nothing else is queued. The exit timer is work too: cancel it (on
+  /// its strand, before the guard goes) so run() returns now rather than when it expires; stop()
+  /// arms it on that strand, so the cancel always comes after it, whichever thread ran first.
+  void release_work() noexcept {
+    asio::post(acceptor_strand_, [this] {
+      if (exit_timer_) {
+        exit_timer_->cancel();
+      }
+    });
+    work_.reset();
   }
 
   /// stop()'s exit timeout expired: closes every connection still open. On the acceptor strand.
@@ -1004,7 +1009,9 @@ inline void server_state::stop() {
   }
   live.clear(); // may destroy sessions (and delist them) here, while the server surely lives
   if (release) {
-    work_.reset(); // last of all: run() may return
+    // No session left. The exit timer may be armed already (another io thread may have run the
+    // handler posted above before work_released_ was set): release_work() cancels it too.
+    release_work(); // last of all: run() may return
   }
 }
 
