@@ -34,6 +34,7 @@ cudaError_t launch_accumulate(const accumulate_step* steps, std::int32_t* sums, 
     return cudaSuccess;
   }
   const auto blocks = static_cast<unsigned>((count + threads_per_block - 1) / threads_per_block);
+  static_cast<void>(cudaGetLastError()); // an earlier call's error is not this launch's
   accumulate_kernel<<<blocks, threads_per_block, 0, stream>>>(steps, sums, count);
   return cudaGetLastError();
 }

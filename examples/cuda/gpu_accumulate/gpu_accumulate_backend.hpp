@@ -177,6 +177,7 @@ private:
   class device_path {
   public:
     device_path(int device, std::size_t capacity) : device_{device}, stream_{device} {
+      const servekit::cuda::device_guard on{device_}; // pinned memory too: no stray context
       reserve(capacity);
     }
     device_path(const device_path&) = delete;
@@ -190,7 +191,11 @@ private:
                                        std::span<std::int32_t> sums) {
       const servekit::cuda::device_guard on{device_};
       if (steps.size() > capacity_) {
-        reserve(steps.size()); // the stream is idle between executions: safe to reallocate
+        try {
+          reserve(steps.size()); // the stream is idle between executions: safe to reallocate
+        } catch (const servekit::cuda::cuda_error& e) {
+          return e.error(); // out of memory fails this batch, not the instance
+        }
       }
       std::memcpy(pinned_steps_.data(), steps.data(), steps.size_bytes());
       const cudaStream_t s = stream_.get();

@@ -67,7 +67,7 @@ public:
   /// binds it to `stream`, a stream of that device, and gives it its workspace. Throws
   /// cuda_error.
   cublas_handle(int device, cudaStream_t stream)
-      : workspace_{servekit::cuda::allocate_device(device, workspace_bytes)} {
+      : workspace_{servekit::cuda::allocate_device(device, workspace_bytes)}, device_{device} {
     const servekit::cuda::device_guard on{device};
     throw_on_error(cublasCreate(&handle_), "cublasCreate");
     try {
@@ -81,13 +81,24 @@ public:
   }
   cublas_handle(const cublas_handle&) = delete;
   cublas_handle& operator=(const cublas_handle&) = delete;
-  /// Destroys the handle before the workspace it uses (members die after the body).
-  ~cublas_handle() { static_cast<void>(cublasDestroy(handle_)); }
+  /// Destroys the handle before the workspace it uses (members die after the body), on its own
+  /// device: cublasDestroy frees and synchronises on the current one, and a model may be
+  /// unloaded from any thread with any device current.
+  ~cublas_handle() {
+    int previous = 0;
+    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ &&
+                          cudaSetDevice(device_) == cudaSuccess;
+    static_cast<void>(cublasDestroy(handle_));
+    if (switched) {
+      static_cast<void>(cudaSetDevice(previous));
+    }
+  }
 
   [[nodiscard]] cublasHandle_t get() const noexcept { return handle_; }
 
 private:
   servekit::buffer workspace_;
+  int device_ = 0;
   cublasHandle_t handle_ = nullptr;
 };
 

@@ -60,6 +60,7 @@ cudaError_t launch_bias_activation(float* y, const float* bias, std::int64_t row
   if (count <= 0) {
     return cudaSuccess; // a grid of zero blocks is an invalid launch, and there is nothing to do
   }
+  static_cast<void>(cudaGetLastError()); // an earlier call's error is not this launch's
   bias_activation_kernel<<<blocks_for(count), threads_per_block, 0, stream>>>(y, bias, count, cols,
                                                                               relu);
   return cudaGetLastError();
@@ -72,6 +73,7 @@ cudaError_t launch_bias_activation_to_half(const float* y, const float* bias, vo
   if (count <= 0) {
     return cudaSuccess;
   }
+  static_cast<void>(cudaGetLastError()); // an earlier call's error is not this launch's
   bias_activation_to_half_kernel<<<blocks_for(count), threads_per_block, 0, stream>>>(
       y, bias, static_cast<__half*>(out_half), count, cols, relu);
   return cudaGetLastError();
@@ -82,6 +84,7 @@ cudaError_t launch_float_to_half(const float* in, void* out_half, std::int64_t c
   if (count <= 0) {
     return cudaSuccess;
   }
+  static_cast<void>(cudaGetLastError()); // an earlier call's error is not this launch's
   float_to_half_kernel<<<blocks_for(count), threads_per_block, 0, stream>>>(
       in, static_cast<__half*>(out_half), count);
   return cudaGetLastError();
