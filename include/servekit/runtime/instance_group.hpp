@@ -126,15 +126,13 @@ namespace detail {
   return out;
 }
 
-/// The instances of `groups` (see resolve_instance_groups for the rules and the errors), named
-/// as Triton names them ("<group>_<index in group>"): a GPU group runs `count` instances on each
-/// of its GPUs, a CPU or KIND_MODEL group `count` in all.
+/// The instances of groups already resolved (resolve_instance_groups), named as Triton names
+/// them ("<group>_<index in group>"): a GPU group runs `count` instances on each of its GPUs, a
+/// CPU or KIND_MODEL group `count` in all.
 [[nodiscard]] inline std::vector<instance_placement>
-place_instances(const std::string& model_name, const std::vector<instance_group_options>& groups,
-                std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt) {
+expand_instance_groups(const std::vector<instance_group_options>& resolved) {
   std::vector<instance_placement> out;
-  for (const auto& group :
-       resolve_instance_groups(model_name, groups, default_count, visible_gpus)) {
+  for (const auto& group : resolved) {
     std::int32_t index = 0;
     if (group.kind == instance_group_kind::kind_gpu) {
       for (const auto device : group.gpus) {
@@ -151,6 +149,15 @@ place_instances(const std::string& model_name, const std::vector<instance_group_
     }
   }
   return out;
+}
+
+/// The instances of `groups`: resolve_instance_groups (the rules and the errors), then
+/// expand_instance_groups.
+[[nodiscard]] inline std::vector<instance_placement>
+place_instances(const std::string& model_name, const std::vector<instance_group_options>& groups,
+                std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt) {
+  return expand_instance_groups(
+      resolve_instance_groups(model_name, groups, default_count, visible_gpus));
 }
 
 } // namespace servekit

@@ -124,8 +124,7 @@ public:
         config_{resolve_config<Backend>(options_, detail::scheduler_kind_of<scheduler_policy>(),
                                         hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
-        placements_{place_instances(options_.name, options_.instance_group,
-                                    instance_group_policy::default_count, visible_gpus())},
+        placements_{expand_instance_groups(options_.instance_group)}, // resolved above
         stats_{static_cast<std::size_t>(std::max(config_.max_batch_size, 1)), instance_names()},
         shell_{options_, config_, placements_, stats_} {}
 
