@@ -623,6 +623,25 @@ TEST(ServerE2E, GpuMlpServesWhereverItWasPlaced) {
                400, "INPUT0");
 }
 
+// stop() with no connection left must not wait for the exit timeout: the timer stop() arms
+// (on another io thread, maybe before stop() saw that no session was left) is cancelled. With an
+// hour-long timeout, a missed cancel hangs this test until ctest's timeout fails it; the race
+// needs a few rounds to show.
+TEST(ServerE2E, StopWithoutConnectionsDoesNotWaitForTheExitTimeout) {
+  temp_repository repo;
+  repo.copy_bundled("add_sub");
+  for (int round = 0; round < 20; ++round) {
+    servekit::http::server_options options;
+    options.exit_timeout = std::chrono::hours{1};
+    running_server s{repo.path(), options};
+    {
+      auto c = s.client();
+      ASSERT_EQ(c->get("/v2/health/live").status, 200U);
+    } // the client closes its connection
+    s.stop();
+  }
+}
+
 // -- statistics and metrics --------------------------------------------------------------------
 
 TEST(ServerE2E, StatisticsJson) {
