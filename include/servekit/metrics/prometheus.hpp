@@ -97,6 +97,13 @@ inline void append_prometheus_sample(std::string& out, std::string_view name,
 /// - counter `nv_inference_queue_duration_us`, `nv_inference_compute_input_duration_us`,
 ///   `nv_inference_compute_infer_duration_us`, `nv_inference_compute_output_duration_us`.
 /// - gauge `nv_inference_pending_request_count`: accepted and not yet started.
+/// - counters `nv_cache_num_hits_per_model`, `nv_cache_num_misses_per_model`,
+///   `nv_cache_hit_duration_per_model` and `nv_cache_miss_duration_per_model` (microseconds):
+///   the response cache, as Triton names them.
+/// - counter `servekit_response_count{outcome}` (servekit extension): responses of decoupled
+///   requests by outcome (success, fail, empty).
+/// - counters `servekit_rate_limiter_wait_count` and `servekit_rate_limiter_wait_duration_us`
+///   (servekit extensions): executions that waited for rate-limiter resources, and how long.
 /// - counter `servekit_batch_close_total{reason}` (servekit extension): batches by
 ///   batch_close_reason, one sample per reason.
 /// - counter `servekit_batch_padding_elements_total` and `servekit_padded_exec_count` (servekit
@@ -170,6 +177,24 @@ public:
     simple_family(out, "nv_inference_pending_request_count", "gauge",
                   "Number of requests accepted and not yet started by a model instance",
                   [](const statistics_snapshot& s) { return s.pending_request_count; });
+    counter(out, "nv_cache_num_hits_per_model", "Number of cache hits per model",
+            [](const statistics_snapshot& s) { return s.cache_hit.count; });
+    counter(out, "nv_cache_num_misses_per_model", "Number of cache misses per model",
+            [](const statistics_snapshot& s) { return s.cache_miss.count; });
+    counter(out, "nv_cache_hit_duration_per_model",
+            "Total cache hit duration per model, in microseconds",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.cache_hit.ns); });
+    counter(out, "nv_cache_miss_duration_per_model",
+            "Total cache miss (lookup and insertion) duration per model, in microseconds",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.cache_miss.ns); });
+    response_counter(out);
+    counter(out, "servekit_rate_limiter_wait_count",
+            "Number of executions that waited for rate-limiter resources (servekit extension)",
+            [](const statistics_snapshot& s) { return s.rate_limiter_wait.count; });
+    counter(out, "servekit_rate_limiter_wait_duration_us",
+            "Cumulative time executions waited for rate-limiter resources, in microseconds "
+            "(servekit extension)",
+            [](const statistics_snapshot& s) { return detail::ns_to_us(s.rate_limiter_wait.ns); });
     close_reason_counter(out);
     counter(out, "servekit_batch_padding_elements_total",
             "Number of padding rows backends executed beyond the requests' batch sizes "
@@ -221,6 +246,26 @@ private:
         detail::append_prometheus_sample(out, name, e.labels, "reason", to_string(r),
                                          e.stats.failed_by(r));
       }
+    }
+  }
+
+  void response_counter(std::string& out) const {
+    constexpr std::string_view name = "servekit_response_count";
+    detail::append_prometheus_family_header(
+        out, name, "counter",
+        "Number of responses of decoupled requests by outcome (servekit extension)");
+    for (const auto& e : entries_) {
+      std::uint64_t success = 0;
+      std::uint64_t fail = 0;
+      std::uint64_t empty = 0;
+      for (const auto& r : e.stats.response_stats) {
+        success += r.success.count;
+        fail += r.fail.count;
+        empty += r.empty_response.count;
+      }
+      detail::append_prometheus_sample(out, name, e.labels, "outcome", "success", success);
+      detail::append_prometheus_sample(out, name, e.labels, "outcome", "fail", fail);
+      detail::append_prometheus_sample(out, name, e.labels, "outcome", "empty", empty);
     }
   }
 

@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +58,20 @@ inline constexpr std::size_t failure_reason_count = 4;
   return "OTHER";
 }
 
+/// The responses of one index of decoupled requests (Triton's InferResponseStatistics, keyed
+/// by the response's position among its request's responses: 0 for the first). Durations run
+/// from the start of the request's execution to the response.
+struct response_index_stat {
+  std::uint64_t index = 0;
+  duration_stat success;        ///< responses with outputs, or non-final empty ones
+  duration_stat fail;           ///< error responses
+  duration_stat empty_response; ///< final responses carrying no outputs (flags only)
+  friend bool operator==(const response_index_stat&, const response_index_stat&) = default;
+};
+
+/// How one response of a decoupled request ended, for response_stats.
+enum class response_outcome : std::uint8_t { success, fail, empty };
+
 /// Per-instance counters.
 struct instance_stat {
   std::string name;
@@ -76,6 +92,15 @@ struct statistics_snapshot {
   duration_stat compute_input;
   duration_stat compute_infer;
   duration_stat compute_output;
+  /// Requests answered from the response cache; ns: the lookup and the copy of the response.
+  duration_stat cache_hit;
+  /// Requests looked up and not found; ns: the lookup and the insertion of the new response.
+  duration_stat cache_miss;
+  /// servekit extension: executions that waited for rate-limiter resources, and how long.
+  duration_stat rate_limiter_wait;
+  /// servekit extension: warmup executions (model_warmup) and their duration. Warmup counts
+  /// nowhere else, as in Triton.
+  duration_stat warmup;
   std::uint64_t pending_request_count = 0;  ///< accepted, not yet started by a backend
   std::uint64_t padding_elements = 0;       ///< rows backends ran as padding (record_padding)
   std::uint64_t padded_executions = 0;      ///< executions that ran any padding
@@ -83,6 +108,8 @@ struct statistics_snapshot {
   std::array<std::uint64_t, batch_close_reason_count> close_reasons{};
   std::array<std::uint64_t, failure_reason_count> failures{};
   std::vector<instance_stat> instances;
+  /// Decoupled models: per response index, ascending (empty for other models).
+  std::vector<response_index_stat> response_stats;
 
   [[nodiscard]] std::uint64_t closed_by(batch_close_reason r) const noexcept {
     return close_reasons[static_cast<std::size_t>(r)];
@@ -201,6 +228,47 @@ public:
     failures_[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   }
 
+  /// A request answered from the response cache: it counts as a success (with its queue time,
+  /// here none) but not as an inference or an execution, as in Triton.
+  void record_cache_hit(std::uint64_t lookup_ns, std::uint64_t request_ns) noexcept {
+    cache_hit_.add(lookup_ns);
+    success_.add(request_ns);
+    queue_.count.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  /// A request looked up in the response cache and not found; `ns` covers the lookup and, once
+  /// the response is known, its insertion.
+  void record_cache_miss(std::uint64_t ns) noexcept { cache_miss_.add(ns); }
+
+  /// An execution that waited `ns` for rate-limiter resources.
+  void record_rate_limiter_wait(std::uint64_t ns) noexcept { rate_limiter_wait_.add(ns); }
+
+  /// One warmup execution (model_warmup) that took `ns`.
+  void record_warmup(std::uint64_t ns) noexcept { warmup_.add(ns); }
+
+  /// Response number `index` (0 for the first) of a decoupled request, `ns` after its
+  /// execution started. Lock-free for the first `response_index_capacity` indices.
+  void record_response(std::uint64_t index, response_outcome outcome, std::uint64_t ns) {
+    if (index < response_index_capacity) {
+      atomic_response* table = responses_published_.load(std::memory_order_acquire);
+      if (table == nullptr) {
+        table = ensure_response_table();
+      }
+      table[index].of(outcome).add(ns);
+      return;
+    }
+    const std::lock_guard lock{late_responses_mutex_};
+    auto& stat = late_responses_[index];
+    duration_stat& d = outcome == response_outcome::success ? stat.success
+                       : outcome == response_outcome::fail  ? stat.fail
+                                                            : stat.empty_response;
+    ++d.count;
+    d.ns += ns;
+  }
+
+  /// Response indices counted without a lock; later ones take a mutex.
+  static constexpr std::size_t response_index_capacity = 64;
+
   /// nv_inference_pending_request_count: accepted and not yet started.
   void add_pending(std::int64_t delta) noexcept {
     pending_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
@@ -223,6 +291,10 @@ public:
     s.compute_input = load_d(compute_input_);
     s.compute_infer = load_d(compute_infer_);
     s.compute_output = load_d(compute_output_);
+    s.cache_hit = load_d(cache_hit_);
+    s.cache_miss = load_d(cache_miss_);
+    s.rate_limiter_wait = load_d(rate_limiter_wait_);
+    s.warmup = load_d(warmup_);
     s.pending_request_count = load(pending_);
     s.padding_elements = load(padding_elements_);
     s.padded_executions = load(padded_executions_);
@@ -244,6 +316,23 @@ public:
       s.instances.push_back({instance_names_[i], load(in.execution_count), load(in.inference_count),
                              load_d(in.compute_infer)});
     }
+    if (const atomic_response* table = responses_table()) {
+      for (std::size_t i = 0; i < response_index_capacity; ++i) {
+        const atomic_response& r = table[i];
+        response_index_stat stat{i, load_d(r.success), load_d(r.fail), load_d(r.empty_response)};
+        if (stat.success.count + stat.fail.count + stat.empty_response.count != 0) {
+          s.response_stats.push_back(stat);
+        }
+      }
+    }
+    {
+      const std::lock_guard lock{late_responses_mutex_};
+      for (const auto& [index, stat] : late_responses_) {
+        response_index_stat copy = stat;
+        copy.index = index;
+        s.response_stats.push_back(copy);
+      }
+    }
     return s;
   }
 
@@ -253,6 +342,16 @@ private:
     atomic_duration compute_input;
     atomic_duration compute_infer;
     atomic_duration compute_output;
+  };
+  struct atomic_response {
+    atomic_duration success;
+    atomic_duration fail;
+    atomic_duration empty_response;
+    atomic_duration& of(response_outcome o) noexcept {
+      return o == response_outcome::success ? success
+             : o == response_outcome::fail  ? fail
+                                            : empty_response;
+    }
   };
   struct atomic_instance {
     std::atomic<std::uint64_t> execution_count{0};
@@ -269,6 +368,10 @@ private:
   atomic_duration compute_input_;
   atomic_duration compute_infer_;
   atomic_duration compute_output_;
+  atomic_duration cache_hit_;
+  atomic_duration cache_miss_;
+  atomic_duration rate_limiter_wait_;
+  atomic_duration warmup_;
   std::atomic<std::uint64_t> pending_{0};
   std::atomic<std::uint64_t> padding_elements_{0};
   std::atomic<std::uint64_t> padded_executions_{0};
@@ -277,6 +380,26 @@ private:
   std::vector<atomic_batch_size> batch_sizes_;
   std::vector<atomic_instance> instances_;
   std::vector<std::string> instance_names_;
+
+  // Response statistics exist only for models that send responses one by one (decoupled):
+  // the table is made on the first response and published once.
+  atomic_response* ensure_response_table() {
+    auto fresh = std::make_unique<atomic_response[]>(response_index_capacity);
+    atomic_response* expected = nullptr;
+    if (responses_published_.compare_exchange_strong(expected, fresh.get(),
+                                                     std::memory_order_acq_rel)) {
+      responses_ = std::move(fresh); // only the winner writes it; the destructor frees it
+      return responses_.get();
+    }
+    return expected; // another thread published first
+  }
+  [[nodiscard]] const atomic_response* responses_table() const noexcept {
+    return responses_published_.load(std::memory_order_acquire);
+  }
+  std::unique_ptr<atomic_response[]> responses_;
+  std::atomic<atomic_response*> responses_published_{nullptr};
+  mutable std::mutex late_responses_mutex_;
+  std::map<std::uint64_t, response_index_stat> late_responses_;
 };
 
 } // namespace servekit

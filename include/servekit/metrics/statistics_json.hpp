@@ -30,16 +30,19 @@ namespace detail {
 /// - `name`, `version` (strings), `last_inference` (ms since the Unix epoch, 0 if none),
 ///   `inference_count`, `execution_count`;
 /// - `inference_stats`: `success`, `fail`, `queue`, `compute_input`, `compute_infer`,
-///   `compute_output`, `cache_hit`, `cache_miss`, each `{"count","ns"}`; servekit has no
-///   response cache, so both cache entries are zero;
+///   `compute_output`, `cache_hit`, `cache_miss`, each `{"count","ns"}` (success and queue
+///   include cache hits; compute_* and the inference and execution counts exclude them);
 /// - `batch_stats`: `[{"batch_size", "compute_input", "compute_infer", "compute_output"}]`, one
 ///   per batch size that executed, ascending;
-/// - `response_stats`: `{}` and `memory_usage`: `[]` (servekit records neither yet);
+/// - `response_stats` (decoupled models): `{"<index>": {"success", "fail", "empty_response"}}`,
+///   one entry per response index that occurred, each `{"count","ns"}` (ns: from the start of
+///   the execution to the response); `memory_usage`: `[]` (not recorded);
 /// - servekit extensions: `batch_close_reasons`: `{"max_batch_size": n, ...}` with every
 ///   batch_close_reason, `batch_padding`: `{"padded_executions": n, "padding_elements": m}`
 ///   (rows backends ran beyond the requests, see batch::record_padding), and `instance_stats`:
 ///   `[{"name", "execution_count", "inference_count", "compute_infer"}]`, one per model
-///   instance.
+///   instance, `rate_limiter_wait` and `warmup`, each `{"count","ns"}`: executions that waited
+///   for rate-limiter resources and how long, and warmup executions.
 ///
 /// Wrap several in `{"model_stats": [...]}` for Triton's `$stats_model_response`.
 [[nodiscard]] inline nlohmann::json to_statistics_json(std::string_view model,
@@ -47,8 +50,6 @@ namespace detail {
                                                        const statistics_snapshot& stats) {
   using detail::duration_stat_json;
   using nlohmann::json;
-
-  const json zero = duration_stat_json(duration_stat{});
 
   json batch_stats = json::array();
   for (const auto& b : stats.batch_stats) {
@@ -83,15 +84,24 @@ namespace detail {
                               {"compute_input", duration_stat_json(stats.compute_input)},
                               {"compute_infer", duration_stat_json(stats.compute_infer)},
                               {"compute_output", duration_stat_json(stats.compute_output)},
-                              {"cache_hit", zero},
-                              {"cache_miss", zero}};
+                              {"cache_hit", duration_stat_json(stats.cache_hit)},
+                              {"cache_miss", duration_stat_json(stats.cache_miss)}};
   j["batch_stats"] = std::move(batch_stats);
-  j["response_stats"] = json::object();
+  json response_stats = json::object();
+  for (const auto& r : stats.response_stats) {
+    response_stats[std::to_string(r.index)] =
+        json{{"success", duration_stat_json(r.success)},
+             {"fail", duration_stat_json(r.fail)},
+             {"empty_response", duration_stat_json(r.empty_response)}};
+  }
+  j["response_stats"] = std::move(response_stats);
   j["memory_usage"] = json::array();
   j["batch_close_reasons"] = std::move(close_reasons);
   j["batch_padding"] = json{{"padded_executions", stats.padded_executions},
                             {"padding_elements", stats.padding_elements}};
   j["instance_stats"] = std::move(instance_stats);
+  j["rate_limiter_wait"] = duration_stat_json(stats.rate_limiter_wait);
+  j["warmup"] = duration_stat_json(stats.warmup);
   return j;
 }
 

@@ -14,6 +14,7 @@
 #include <servekit/core/fixed_string.hpp>
 #include <servekit/repository/any_model.hpp>
 #include <servekit/runtime/model.hpp>
+#include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/schedule/default_scheduler.hpp>
@@ -55,17 +56,18 @@ struct compositions {
 /// dynamic_batching, else the default scheduler. A composition the backend cannot take is a
 /// config_error at the field that asks for it, not a compile error.
 template <class Backend, class Store>
-[[nodiscard]] any_model make_composition(const model_options& config, const test_hooks& hooks) {
+[[nodiscard]] any_model make_composition(const model_options& config, const test_hooks& hooks,
+                                         const model_environment& environment) {
   using types = compositions<Backend, Store>;
   if (config.sequence_batching) {
     if (config.sequence_batching->strategy == sequence_strategy::oldest) {
-      return any_model::make<typename types::oldest_sequence_model>(config, hooks);
+      return any_model::make<typename types::oldest_sequence_model>(config, hooks, environment);
     }
-    return any_model::make<typename types::direct_sequence_model>(config, hooks);
+    return any_model::make<typename types::direct_sequence_model>(config, hooks, environment);
   }
   if (config.dynamic_batching) {
     if constexpr (backend_traits<Backend>::batching) {
-      return any_model::make<typename types::batching_model>(config, hooks);
+      return any_model::make<typename types::batching_model>(config, hooks, environment);
     } else {
       throw config_error(config_error_code::bad_value, "/dynamic_batching",
                          "backend '" + config.backend +
@@ -73,7 +75,7 @@ template <class Backend, class Store>
                              config.name + "' cannot use dynamic_batching");
     }
   }
-  return any_model::make<typename types::default_model>(config, hooks);
+  return any_model::make<typename types::default_model>(config, hooks, environment);
 }
 
 } // namespace detail
@@ -93,12 +95,14 @@ struct backend_list {
   /// config_error at "/backend" for an unknown backend (listing the known ones), and whatever the
   /// model's constructor throws (config_error naming the field; a backend constructor's
   /// failure as config_error at "/instance_group").
-  [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {}) {
+  [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {},
+                                      const model_environment& environment = {}) {
     any_model out;
     const bool found =
         ((config.backend == Named::name
               ? (out = detail::make_composition<typename Named::backend_type,
-                                                typename Named::state_store_type>(config, hooks),
+                                                typename Named::state_store_type>(config, hooks,
+                                                                                 environment),
                  true)
               : false) ||
          ...);

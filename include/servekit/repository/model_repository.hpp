@@ -22,6 +22,7 @@
 #include <servekit/ensemble/runtime_ensemble.hpp>
 #include <servekit/repository/any_model.hpp>
 #include <servekit/repository/detail/model_reaper.hpp>
+#include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/model_ref.hpp>
 #include <servekit/runtime/model_registry.hpp>
@@ -254,6 +255,20 @@ public:
       : model_repository{std::move(root), factory_type{[hooks](const model_options& c) {
                            return Backends::make(c, hooks);
                          }}} {}
+
+  /// The same, giving every model it builds `environment` (the server's rate limiter and
+  /// response cache; ensembles use its cache too).
+  template <class Backends>
+    requires requires(const model_options& c, const test_hooks& h, const model_environment& e) {
+      { Backends::make(c, h, e) } -> std::same_as<any_model>;
+    }
+  model_repository(std::filesystem::path root, Backends /*backends*/, test_hooks hooks,
+                   model_environment environment)
+      : model_repository{std::move(root), factory_type{[hooks, environment](const model_options& c) {
+                           return Backends::make(c, hooks, environment);
+                         }}} {
+    environment_ = std::move(environment);
+  }
 
   /// A repository building its non-ensemble models with `factory`.
   model_repository(std::filesystem::path root, factory_type factory)
@@ -665,6 +680,7 @@ private:
 
   std::filesystem::path root_;
   factory_type factory_;
+  model_environment environment_; // what ensembles share with the models (the cache)
   std::shared_ptr<detail::loaded_model_reaper> reaper_;
   std::thread reaper_thread_;
   std::mutex write_mutex_;               // serialises load_all/load/unload

@@ -100,7 +100,8 @@ namespace detail {
     const instance_group_options implicit{.name = model_name + "_0",
                                           .kind = instance_group_kind::kind_auto,
                                           .count = default_count,
-                                          .gpus = {}};
+                                          .gpus = {},
+                                          .rate_limiter = std::nullopt};
     return resolve_instance_groups(model_name, {implicit}, default_count, visible_gpus);
   }
   std::vector<instance_group_options> out;

@@ -12,6 +12,7 @@
 #include <servekit/runtime/detail/infer.hpp>
 #include <servekit/runtime/detail/policy_pack.hpp>
 #include <servekit/runtime/instance_group.hpp>
+#include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/runtime/sequence_shell.hpp>
@@ -119,14 +120,17 @@ public:
 
   /// Builds every instance (calling each backend's constructor on this thread) and starts
   /// their threads. Throws config_error for a bad configuration or a backend that throws.
-  explicit model(model_options options = {}, test_hooks hooks = {})
+  /// `environment` holds what the model shares with other models (rate limiter, cache).
+  explicit model(model_options options = {}, test_hooks hooks = {},
+                 model_environment environment = {})
       : options_{with_placed_instance_groups(std::move(options))},
         config_{resolve_config<Backend>(options_, detail::scheduler_kind_of<scheduler_policy>(),
                                         hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
         placements_{expand_instance_groups(options_.instance_group)}, // resolved above
         stats_{static_cast<std::size_t>(std::max(config_.max_batch_size, 1)), instance_names()},
-        shell_{options_, config_, placements_, stats_} {}
+        environment_{std::move(environment)},
+        shell_{options_, config_, placements_, stats_, environment_} {}
 
   model(const model&) = delete;
   model& operator=(const model&) = delete;
@@ -174,6 +178,8 @@ public:
   [[nodiscard]] std::span<const tensor_config> inputs() const noexcept { return config_.inputs; }
   [[nodiscard]] std::span<const tensor_config> outputs() const noexcept { return config_.outputs; }
   [[nodiscard]] std::size_t instance_count() const noexcept { return shell_.instance_count(); }
+  /// The server-wide objects it was given (rate limiter, response cache).
+  [[nodiscard]] const model_environment& environment() const noexcept { return environment_; }
 
   /// The implicit-state store (sequence batcher only): live_sequences(), bytes_in_use().
   [[nodiscard]] const auto& states() const noexcept requires sequence_batching {
@@ -209,6 +215,7 @@ private:
   request_validator validator_;
   std::vector<instance_placement> placements_;
   model_statistics stats_;
+  model_environment environment_;
   shell_type shell_; // last: destroyed, and so drained, first
 };
 

@@ -16,6 +16,7 @@
 #include <servekit/runtime/detail/parking_spot.hpp>
 #include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/runtime/instance_group.hpp>
+#include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/runtime/threaded_shell.hpp>
@@ -55,8 +56,9 @@ public:
   using traits = backend_traits<Backend>;
 
   sequence_shell(const model_options& options, const resolved_config& config,
-                 std::vector<instance_placement> placements, model_statistics& stats)
-      : options_{options}, config_{config}, stats_{stats}, core_{detail::with_instances(
+                 std::vector<instance_placement> placements, model_statistics& stats,
+                 const model_environment& environment)
+      : options_{options}, config_{config}, stats_{stats}, environment_{environment}, core_{detail::with_instances(
                                                                config.scheduler,
                                                                placements.size())},
         store_{store_config(options, config, placements, core_.slots_per_instance())},
@@ -446,6 +448,7 @@ private:
   const model_options& options_;
   const resolved_config& config_;
   model_statistics& stats_;
+  const model_environment& environment_;
 
   std::mutex core_mutex_;
   Core core_;

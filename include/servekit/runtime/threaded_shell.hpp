@@ -16,6 +16,7 @@
 #include <servekit/runtime/detail/parking_spot.hpp>
 #include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/runtime/instance_group.hpp>
+#include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
@@ -56,8 +57,10 @@ public:
   /// Builds every instance (calling each backend's constructor on this thread) and starts
   /// their threads. Throws config_error if a backend's constructor throws.
   threaded_shell(const model_options& options, const resolved_config& config,
-                 std::vector<instance_placement> placements, model_statistics& stats)
-      : options_{options}, config_{config}, stats_{stats}, core_{config.scheduler},
+                 std::vector<instance_placement> placements, model_statistics& stats,
+                 const model_environment& environment)
+      : options_{options}, config_{config}, stats_{stats}, environment_{environment},
+        core_{config.scheduler},
         placements_{std::move(placements)},
         preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering} {
     setup_admission();
@@ -399,6 +402,7 @@ private:
   const model_options& options_;
   const resolved_config& config_;
   model_statistics& stats_;
+  const model_environment& environment_;
 
   // The decision core and what feeds it.
   std::mutex core_mutex_;
