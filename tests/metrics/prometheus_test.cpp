@@ -116,6 +116,38 @@ nv_inference_compute_output_duration_us{model="we\"ird\\name\nline",version="2"}
 # TYPE nv_inference_pending_request_count gauge
 nv_inference_pending_request_count{model="a",version="1"} 2
 nv_inference_pending_request_count{model="we\"ird\\name\nline",version="2"} 0
+# HELP nv_cache_num_hits_per_model Number of cache hits per model
+# TYPE nv_cache_num_hits_per_model counter
+nv_cache_num_hits_per_model{model="a",version="1"} 0
+nv_cache_num_hits_per_model{model="we\"ird\\name\nline",version="2"} 0
+# HELP nv_cache_num_misses_per_model Number of cache misses per model
+# TYPE nv_cache_num_misses_per_model counter
+nv_cache_num_misses_per_model{model="a",version="1"} 0
+nv_cache_num_misses_per_model{model="we\"ird\\name\nline",version="2"} 0
+# HELP nv_cache_hit_duration_per_model Total cache hit duration per model, in microseconds
+# TYPE nv_cache_hit_duration_per_model counter
+nv_cache_hit_duration_per_model{model="a",version="1"} 0
+nv_cache_hit_duration_per_model{model="we\"ird\\name\nline",version="2"} 0
+# HELP nv_cache_miss_duration_per_model Total cache miss (lookup and insertion) duration per model, in microseconds
+# TYPE nv_cache_miss_duration_per_model counter
+nv_cache_miss_duration_per_model{model="a",version="1"} 0
+nv_cache_miss_duration_per_model{model="we\"ird\\name\nline",version="2"} 0
+# HELP servekit_response_count Number of responses of decoupled requests by outcome (servekit extension)
+# TYPE servekit_response_count counter
+servekit_response_count{model="a",version="1",outcome="success"} 0
+servekit_response_count{model="a",version="1",outcome="fail"} 0
+servekit_response_count{model="a",version="1",outcome="empty"} 0
+servekit_response_count{model="we\"ird\\name\nline",version="2",outcome="success"} 0
+servekit_response_count{model="we\"ird\\name\nline",version="2",outcome="fail"} 0
+servekit_response_count{model="we\"ird\\name\nline",version="2",outcome="empty"} 0
+# HELP servekit_rate_limiter_wait_count Number of executions that waited for rate-limiter resources (servekit extension)
+# TYPE servekit_rate_limiter_wait_count counter
+servekit_rate_limiter_wait_count{model="a",version="1"} 0
+servekit_rate_limiter_wait_count{model="we\"ird\\name\nline",version="2"} 0
+# HELP servekit_rate_limiter_wait_duration_us Cumulative time executions waited for rate-limiter resources, in microseconds (servekit extension)
+# TYPE servekit_rate_limiter_wait_duration_us counter
+servekit_rate_limiter_wait_duration_us{model="a",version="1"} 0
+servekit_rate_limiter_wait_duration_us{model="we\"ird\\name\nline",version="2"} 0
 # HELP servekit_batch_close_total Number of batches closed, by the reason the batch stopped growing (servekit extension)
 # TYPE servekit_batch_close_total counter
 servekit_batch_close_total{model="a",version="1",reason="max_batch_size"} 1
@@ -215,6 +247,29 @@ nv_inference_compute_output_duration_us{model="resnet50",version="1"} 940
 # HELP nv_inference_pending_request_count Number of requests accepted and not yet started by a model instance
 # TYPE nv_inference_pending_request_count gauge
 nv_inference_pending_request_count{model="resnet50",version="1"} 4
+# HELP nv_cache_num_hits_per_model Number of cache hits per model
+# TYPE nv_cache_num_hits_per_model counter
+nv_cache_num_hits_per_model{model="resnet50",version="1"} 0
+# HELP nv_cache_num_misses_per_model Number of cache misses per model
+# TYPE nv_cache_num_misses_per_model counter
+nv_cache_num_misses_per_model{model="resnet50",version="1"} 0
+# HELP nv_cache_hit_duration_per_model Total cache hit duration per model, in microseconds
+# TYPE nv_cache_hit_duration_per_model counter
+nv_cache_hit_duration_per_model{model="resnet50",version="1"} 0
+# HELP nv_cache_miss_duration_per_model Total cache miss (lookup and insertion) duration per model, in microseconds
+# TYPE nv_cache_miss_duration_per_model counter
+nv_cache_miss_duration_per_model{model="resnet50",version="1"} 0
+# HELP servekit_response_count Number of responses of decoupled requests by outcome (servekit extension)
+# TYPE servekit_response_count counter
+servekit_response_count{model="resnet50",version="1",outcome="success"} 0
+servekit_response_count{model="resnet50",version="1",outcome="fail"} 0
+servekit_response_count{model="resnet50",version="1",outcome="empty"} 0
+# HELP servekit_rate_limiter_wait_count Number of executions that waited for rate-limiter resources (servekit extension)
+# TYPE servekit_rate_limiter_wait_count counter
+servekit_rate_limiter_wait_count{model="resnet50",version="1"} 0
+# HELP servekit_rate_limiter_wait_duration_us Cumulative time executions waited for rate-limiter resources, in microseconds (servekit extension)
+# TYPE servekit_rate_limiter_wait_duration_us counter
+servekit_rate_limiter_wait_duration_us{model="resnet50",version="1"} 0
 # HELP servekit_batch_close_total Number of batches closed, by the reason the batch stopped growing (servekit extension)
 # TYPE servekit_batch_close_total counter
 servekit_batch_close_total{model="resnet50",version="1",reason="max_batch_size"} 1
@@ -254,6 +309,13 @@ TEST(prometheus_writer, help_and_type_appear_once_per_family) {
                                                   "nv_inference_compute_infer_duration_us",
                                                   "nv_inference_compute_output_duration_us",
                                                   "nv_inference_pending_request_count",
+                                                  "nv_cache_num_hits_per_model",
+                                                  "nv_cache_num_misses_per_model",
+                                                  "nv_cache_hit_duration_per_model",
+                                                  "nv_cache_miss_duration_per_model",
+                                                  "servekit_response_count",
+                                                  "servekit_rate_limiter_wait_count",
+                                                  "servekit_rate_limiter_wait_duration_us",
                                                   "servekit_batch_close_total",
                                                   "servekit_batch_padding_elements_total",
                                                   "servekit_padded_exec_count",
@@ -290,7 +352,7 @@ TEST(prometheus_writer, only_pending_is_a_gauge) {
   const auto text = w.str();
   EXPECT_EQ(count_of(text, " gauge\n"), 1u);
   EXPECT_EQ(count_of(text, "# TYPE nv_inference_pending_request_count gauge\n"), 1u);
-  EXPECT_EQ(count_of(text, " counter\n"), 13u);
+  EXPECT_EQ(count_of(text, " counter\n"), 20u);
 }
 
 TEST(prometheus_writer, escapes_label_values) {

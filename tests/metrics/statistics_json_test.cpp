@@ -44,13 +44,22 @@ TEST(statistics_json, has_triton_keys_plus_extensions_only) {
   for (const auto& [key, value] : j.items()) {
     keys.push_back(key);
   }
-  // Triton's keys, then servekit's three extensions; nothing else.
-  const std::vector<std::string> expected = {"batch_close_reasons", "batch_padding",
-                                             "batch_stats",         "execution_count",
-                                             "inference_count",     "inference_stats",
-                                             "instance_stats",      "last_inference",
-                                             "memory_usage",        "name",
-                                             "response_stats",      "version"};
+  // Triton's keys and servekit's extensions (batch_close_reasons, batch_padding,
+  // instance_stats, rate_limiter_wait, warmup); nothing else.
+  const std::vector<std::string> expected = {"batch_close_reasons",
+                                             "batch_padding",
+                                             "batch_stats",
+                                             "execution_count",
+                                             "inference_count",
+                                             "inference_stats",
+                                             "instance_stats",
+                                             "last_inference",
+                                             "memory_usage",
+                                             "name",
+                                             "rate_limiter_wait",
+                                             "response_stats",
+                                             "version",
+                                             "warmup"};
   EXPECT_EQ(keys, expected); // nlohmann::json objects iterate in key order
   EXPECT_TRUE(j.at("memory_usage").is_array());
   EXPECT_EQ(j.at("name"), "simple");
