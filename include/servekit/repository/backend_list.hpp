@@ -98,14 +98,13 @@ struct backend_list {
   [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {},
                                       const model_environment& environment = {}) {
     any_model out;
-    const bool found =
-        ((config.backend == Named::name
-              ? (out = detail::make_composition<typename Named::backend_type,
-                                                typename Named::state_store_type>(config, hooks,
-                                                                                 environment),
-                 true)
-              : false) ||
-         ...);
+    const bool found = ((config.backend == Named::name
+                             ? (out = detail::make_composition<typename Named::backend_type,
+                                                               typename Named::state_store_type>(
+                                    config, hooks, environment),
+                                true)
+                             : false) ||
+                        ...);
     if (!found) {
       throw config_error(config_error_code::bad_value, "/backend",
                          (config.backend.empty() ? "model '" + config.name + "' names no backend"

@@ -100,8 +100,8 @@ struct model_warmup_options {
 struct version_policy_options {
   enum class kind_type : std::uint8_t { latest, all, specific };
   kind_type kind = kind_type::latest;
-  std::uint32_t num_versions = 1;      ///< for latest
-  std::vector<std::int64_t> versions;  ///< for specific
+  std::uint32_t num_versions = 1;     ///< for latest
+  std::vector<std::int64_t> versions; ///< for specific
   friend bool operator==(const version_policy_options&, const version_policy_options&) = default;
 };
 
