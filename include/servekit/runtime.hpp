@@ -4,6 +4,7 @@
 
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model.hpp>
+#include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/model_ref.hpp>
 #include <servekit/runtime/model_registry.hpp>

@@ -4,6 +4,7 @@
 /// which brings Boost.Beast.
 
 #include <servekit/backend.hpp>
+#include <servekit/cache.hpp>
 #include <servekit/config.hpp>
 #include <servekit/core.hpp>
 #include <servekit/ensemble.hpp>

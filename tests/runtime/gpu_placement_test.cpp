@@ -50,7 +50,7 @@ std::vector<std::string> describe(const std::vector<instance_placement>& placed)
 
 instance_group_options group(instance_group_kind kind, std::int32_t count,
                              std::vector<std::int32_t> gpus = {}) {
-  return {.name = "", .kind = kind, .count = count, .gpus = std::move(gpus)};
+  return {.name = "", .kind = kind, .count = count, .gpus = std::move(gpus), .rate_limiter = {}};
 }
 
 // -- place_instances -----------------------------------------------------------------------------
