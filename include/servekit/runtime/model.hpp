@@ -5,6 +5,9 @@
 
 #include <servekit/backend/backend.hpp>
 #include <servekit/backend/request_validator.hpp>
+#include <servekit/cache/detail/cached_submit.hpp>
+#include <servekit/cache/response_cache.hpp>
+#include <servekit/core/config_error.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
@@ -129,7 +132,7 @@ public:
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
         placements_{expand_instance_groups(options_.instance_group)}, // resolved above
         stats_{static_cast<std::size_t>(std::max(config_.max_batch_size, 1)), instance_names()},
-        environment_{std::move(environment)},
+        environment_{std::move(environment)}, cache_{checked_cache(options_, environment_)},
         shell_{options_, config_, placements_, stats_, environment_} {}
 
   model(const model&) = delete;
@@ -139,9 +142,10 @@ public:
   ~model() = default;
 
   /// Accepts `r` for execution, or says why not. Accepted requests get exactly one final
-  /// response through `sink`, on an instance thread. A rejected request is not answered through
-  /// `sink`: the returned status is the answer (`invalid_argument` for bad input, naming it;
-  /// `unavailable` for a full queue or a model shutting down).
+  /// response through `sink`, on an instance thread (or, for a response cache hit, on this
+  /// thread before submit returns; see docs/response-cache.md). A rejected request is not answered
+  /// through `sink`: the returned status is the answer (`invalid_argument` for bad input, naming
+  /// it; `unavailable` for a full queue or a model shutting down).
   [[nodiscard]] status submit(request&& r, response_sink sink) {
     if (!sink) {
       return invalid_argument("submit to model '" + options_.name + "' needs a response sink");
@@ -149,6 +153,13 @@ public:
     std::int64_t elements = 1;
     if (auto s = validator_.validate(r, elements); !s.ok()) {
       return s;
+    }
+    if (cache_ != nullptr) [[unlikely]] {
+      return detail::cached_submit(*cache_, options_.name, options_.version, std::move(r),
+                                   std::move(sink), stats_,
+                                   [this, elements](request&& q, response_sink s) {
+                                     return shell_.submit(std::move(q), std::move(s), elements);
+                                   });
     }
     return shell_.submit(std::move(r), std::move(sink), elements);
   }
@@ -202,6 +213,30 @@ private:
     return options;
   }
 
+  /// The cache this model's responses go through: the environment's, when the model enables
+  /// `response_cache`. Refuses, as Triton does, a cache on models that may answer a request
+  /// with several responses (decoupled) or whose responses depend on earlier requests
+  /// (sequence batching), whether or not the server has a cache.
+  [[nodiscard]] static response_cache* checked_cache(const model_options& options,
+                                                     const model_environment& environment) {
+    if (!options.response_cache || !options.response_cache->enable) {
+      return nullptr;
+    }
+    const bool decoupled = traits::decoupled || (options.model_transaction_policy &&
+                                                 options.model_transaction_policy->decoupled);
+    if (decoupled) {
+      throw config_error{config_error_code::bad_value, "/response_cache/enable",
+                         "Response Cache does not currently support model " + options.name +
+                             " with 'decoupled' transaction policy"};
+    }
+    if (sequence_batching) {
+      throw config_error{config_error_code::bad_value, "/response_cache/enable",
+                         "Response Cache does not currently support model " + options.name +
+                             " with sequence batching scheduler"};
+    }
+    return environment.cache.get();
+  }
+
   [[nodiscard]] std::vector<std::string> instance_names() const {
     std::vector<std::string> names;
     for (const auto& p : placements_) {
@@ -216,7 +251,8 @@ private:
   std::vector<instance_placement> placements_;
   model_statistics stats_;
   model_environment environment_;
-  shell_type shell_; // last: destroyed, and so drained, first
+  response_cache* cache_; ///< null unless response_cache is enabled and the server has a cache
+  shell_type shell_;      // last: destroyed, and so drained, first
 };
 
 } // namespace servekit
