@@ -3,6 +3,7 @@
 /// batch: the view of one execution that a backend's `execute(batch&)` receives.
 
 #include <servekit/backend/instance_context.hpp>
+#include <servekit/backend/response_sender.hpp>
 #include <servekit/backend/sequence_controls.hpp>
 #include <servekit/core/assert.hpp>
 #include <servekit/core/clock.hpp>
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace servekit {
@@ -19,7 +21,8 @@ namespace servekit {
 /// The requests of one execution and one response slot per request. The backend reads
 /// `request(i)` (it may move tensors out of it: the request is its until execute returns) and
 /// fills `response(i)`; the model sends every response as final after execute returns. A
-/// decoupled backend may also `send_partial(i, ...)` during execute.
+/// decoupled backend may also `send_partial(i, ...)` during execute, or `take_sender(i)` to
+/// answer request i itself, from any thread, after execute returned.
 ///
 /// Optional timing marks split the execution into Triton's compute_input, compute_infer and
 /// compute_output statistics; without them the whole execution counts as compute_infer.
@@ -63,14 +66,36 @@ public:
     return requests_[i]->sequence_id;
   }
 
-  /// Sends a non-final response of request `i` now (decoupled backends only).
-  void send_partial(std::size_t i, servekit::response&& r) {
+  /// Sends a non-final response of request `i` now (decoupled backends only). Not ok when the
+  /// request already has its final response (e.g. its final_response_timeout passed).
+  status send_partial(std::size_t i, servekit::response&& r) {
     SERVEKIT_ASSERT(decoupled_, "send_partial() needs a backend whose traits say decoupled");
+    if (i < decoupled_requests_.size() && decoupled_requests_[i] != nullptr) {
+      return decoupled_requests_[i]->send(std::move(r), false);
+    }
     r.final = false;
     if (r.id.empty()) {
       r.id = requests_[i]->id;
     }
     sinks_[i]->send(std::move(r));
+    return {};
+  }
+
+  /// Takes over answering request `i` (decoupled backends only, once per request): the model
+  /// will not send `response(i)`; the backend sends through the sender, from any thread, until
+  /// the final response. Read (or move out) what the request holds before execute returns.
+  [[nodiscard]] response_sender take_sender(std::size_t i) {
+    SERVEKIT_ASSERT(decoupled_, "take_sender() needs a backend whose traits say decoupled");
+    SERVEKIT_ASSERT(i < decoupled_requests_.size() && decoupled_requests_[i] != nullptr,
+                    "take_sender() needs a request run by a model (not a stand-in)");
+    SERVEKIT_ASSERT(!taken_[i], "take_sender() called twice for one request");
+    taken_[i] = true;
+    return response_sender{decoupled_requests_[i]->shared_from_this()};
+  }
+
+  /// Whether the backend took request `i`'s sender.
+  [[nodiscard]] bool sender_taken(std::size_t i) const noexcept {
+    return i < taken_.size() && taken_[i];
   }
 
   /// Reports that the backend ran `elements` rows of padding beyond batch_size(), e.g. to
@@ -96,6 +121,8 @@ public:
     elements_.clear();
     responses_.clear();
     sinks_.clear();
+    decoupled_requests_.clear();
+    taken_.clear();
     total_elements_ = 0;
     padding_ = 0;
     sequence_ = nullptr;
@@ -115,6 +142,16 @@ public:
     responses_.emplace_back();
     total_elements_ += elements;
   }
+  /// Decoupled models: entry `i` answers through `state` (null for a padding entry). Call for
+  /// every entry, in order, after add().
+  void bind_decoupled(std::shared_ptr<detail::decoupled_request> state) {
+    decoupled_requests_.push_back(std::move(state));
+    taken_.push_back(false);
+  }
+  /// Entry `i`'s state, as bound.
+  [[nodiscard]] detail::decoupled_request* decoupled_state(std::size_t i) const noexcept {
+    return decoupled_requests_[i].get();
+  }
   [[nodiscard]] time_point compute_input_end() const noexcept { return input_end_; }
   [[nodiscard]] time_point compute_output_start() const noexcept { return output_start_; }
 
@@ -123,6 +160,8 @@ private:
   std::vector<std::int64_t> elements_;
   std::vector<servekit::response> responses_;
   std::vector<response_sink*> sinks_;
+  std::vector<std::shared_ptr<detail::decoupled_request>> decoupled_requests_; // decoupled only
+  std::vector<bool> taken_;
   std::int64_t total_elements_ = 0;
   std::int64_t padding_ = 0;
   const instance_context* instance_ = nullptr;

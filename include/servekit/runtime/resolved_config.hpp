@@ -53,6 +53,9 @@ struct resolved_config {
   std::vector<tensor_config> inputs;
   std::vector<tensor_config> outputs;
   scheduler_settings scheduler;
+  /// Decoupled models: a final response overdue this long after execution started is replaced
+  /// by a `deadline_exceeded` error (model_transaction_policy's servekit extension). 0: no limit.
+  std::uint64_t final_response_timeout_microseconds = 0;
 };
 
 namespace detail {
@@ -138,6 +141,24 @@ template <class B>
     throw config_error(config_error_code::bad_value, "/sequence_batching",
                        "the config asks for sequence batching but the model type uses another "
                        "scheduler; compose it with servekit::sequence_batcher<>");
+  }
+  if (const auto& policy = options.model_transaction_policy) {
+    // Unset, the backend's trait decides; set, it must agree (Triton reads it from the config
+    // and a backend checks it; here the backend's type fixes it).
+    if (policy->decoupled != traits::decoupled) {
+      throw config_error(config_error_code::bad_value, "/model_transaction_policy/decoupled",
+                         std::string{"the config says decoupled: "} +
+                             (policy->decoupled ? "true" : "false") +
+                             " but the backend's traits say decoupled = " +
+                             (traits::decoupled ? "true" : "false"));
+    }
+    if (policy->final_response_timeout_microseconds != 0 && !policy->decoupled) {
+      throw config_error(config_error_code::bad_value,
+                         "/model_transaction_policy/final_response_timeout_microseconds",
+                         "final_response_timeout_microseconds applies only to a decoupled model "
+                         "(model_transaction_policy.decoupled: true)");
+    }
+    out.final_response_timeout_microseconds = policy->final_response_timeout_microseconds;
   }
   out.scheduler.model_name = options.name;
   out.scheduler.max_batch_size = out.max_batch_size;

@@ -11,6 +11,7 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/runtime/detail/control_tensors.hpp>
+#include <servekit/runtime/detail/decoupled_requests.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
@@ -58,12 +59,14 @@ public:
   sequence_shell(const model_options& options, const resolved_config& config,
                  std::vector<instance_placement> placements, model_statistics& stats,
                  const model_environment& environment)
-      : options_{options}, config_{config}, stats_{stats}, environment_{environment}, core_{detail::with_instances(
-                                                               config.scheduler,
-                                                               placements.size())},
+      : options_{options}, config_{config}, stats_{stats}, environment_{environment},
+        core_{detail::with_instances(config.scheduler, placements.size())},
         store_{store_config(options, config, placements, core_.slots_per_instance())},
         controls_{config.scheduler.sequence_batching}, placements_{std::move(placements)},
         lanes_(placements_.size()) {
+    if constexpr (traits::decoupled) {
+      decoupled_.emplace(options.name, stats, config.final_response_timeout_microseconds);
+    }
     instances_ = detail::create_instances<Backend>(options_, config_, placements_);
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       instances_[i]->thread = std::thread{[this, i] { run_instance(i); }};
@@ -124,7 +127,9 @@ public:
 
   /// Stops accepting requests and stops the threads. `drain` executes everything queued (open
   /// sequences with nothing queued give their slots to the backlog); `cancel` answers it with
-  /// `cancelled`. Sequences still open are ended with reason `shutdown`. Idempotent.
+  /// `cancelled`. Sequences still open are ended with reason `shutdown`. Idempotent. A
+  /// decoupled model's requests still owed a final response are waited for (`drain`) or
+  /// answered `cancelled` (`cancel`).
   void shutdown(shutdown_mode mode) {
     state expected = state::running;
     const state next = mode == shutdown_mode::drain ? state::draining : state::cancelling;
@@ -153,6 +158,12 @@ public:
       timekeeper_stop_.store(true, std::memory_order_seq_cst);
       timekeeper_spot_.wake_all();
       timekeeper_.join();
+    }
+    if (decoupled_) {
+      if (state_.load(std::memory_order_acquire) == state::cancelling) {
+        decoupled_->cancel_all();
+      }
+      decoupled_->wait_idle();
     }
   }
 
@@ -405,6 +416,11 @@ private:
     stats_.add_pending(-static_cast<std::int64_t>(real));
 
     const time_point start = clock::now();
+    if constexpr (traits::decoupled) {
+      for (auto& p : plan.requests) {
+        b.bind_decoupled(p ? decoupled_->open(*p, start) : nullptr);
+      }
+    }
     const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
     const time_point end = clock::now();
 
@@ -438,7 +454,14 @@ private:
         if (c.end) { // before the response: a client that saw it finds the state freed
           end_sequence(self, {p->request.sequence_id, c.slot, sequence_end_reason::end});
         }
-        detail::deliver(*p, std::move(b.response(i)));
+        if constexpr (traits::decoupled) {
+          response& r = b.response(i);
+          if (!b.sender_taken(i) || !r.ok()) {
+            (void)b.decoupled_state(i)->send(std::move(r), true);
+          }
+        } else {
+          detail::deliver(*p, std::move(b.response(i)));
+        }
       }
     }
     b.clear();
@@ -456,6 +479,8 @@ private:
   detail::control_tensors controls_;
   std::vector<instance_placement> placements_;
   std::vector<lane> lanes_;
+  // Decoupled models only; outlives the instances (their senders point into it).
+  std::optional<detail::decoupled_requests> decoupled_;
   std::vector<std::unique_ptr<instance>> instances_;
 
   // The timekeeper.

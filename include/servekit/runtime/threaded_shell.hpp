@@ -10,6 +10,7 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/intake.hpp>
+#include <servekit/runtime/detail/decoupled_requests.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
@@ -59,10 +60,12 @@ public:
   threaded_shell(const model_options& options, const resolved_config& config,
                  std::vector<instance_placement> placements, model_statistics& stats,
                  const model_environment& environment)
-      : options_{options}, config_{config}, stats_{stats}, environment_{environment},
-        core_{config.scheduler},
-        placements_{std::move(placements)},
+      : options_{options}, config_{config}, stats_{stats},
+        environment_{environment}, core_{config.scheduler}, placements_{std::move(placements)},
         preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering} {
+    if constexpr (traits::decoupled) {
+      decoupled_.emplace(options.name, stats, config.final_response_timeout_microseconds);
+    }
     setup_admission();
     create_instances();
     start_threads();
@@ -123,7 +126,9 @@ public:
   }
 
   /// Stops accepting requests and stops the instance threads, explicitly choosing what happens
-  /// to queued requests. Idempotent; returns when every instance thread has finished.
+  /// to queued requests. Idempotent; returns when every instance thread has finished. A
+  /// decoupled model's requests still owed a final response are waited for (`drain`, bounded
+  /// by final_response_timeout_microseconds when set) or answered `cancelled` (`cancel`).
   void shutdown(shutdown_mode mode) {
     state expected = state::running;
     const state next = mode == shutdown_mode::drain ? state::draining : state::cancelling;
@@ -156,6 +161,17 @@ public:
       timekeeper_spot_.wake_all();
       timekeeper_thread_.join();
     }
+    if (decoupled_) {
+      if (state_.load(std::memory_order_acquire) == state::cancelling) {
+        decoupled_->cancel_all();
+      }
+      decoupled_->wait_idle();
+    }
+  }
+
+  /// Decoupled models: requests whose final response has not been sent yet.
+  [[nodiscard]] std::size_t outstanding_decoupled() const {
+    return decoupled_ ? decoupled_->outstanding() : 0;
   }
 
   [[nodiscard]] std::size_t instance_count() const noexcept { return instances_.size(); }
@@ -368,6 +384,9 @@ private:
     stats_.add_pending(-static_cast<std::int64_t>(n));
 
     const time_point start = clock::now();
+    if constexpr (traits::decoupled) {
+      open_decoupled(plan, b, start);
+    }
     const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
     const time_point end = clock::now();
 
@@ -387,7 +406,9 @@ private:
     }
     stats_.record_execution(e);
 
-    if (preserve_ordering_) {
+    if constexpr (traits::decoupled) {
+      finish_decoupled(b, n);
+    } else if (preserve_ordering_) {
       ordering_.complete(sequence, plan, b);
     } else {
       for (std::size_t i = 0; i < n; ++i) {
@@ -396,6 +417,26 @@ private:
     }
     b.clear();
     plan.clear();
+  }
+
+  // -- decoupled models --------------------------------------------------------------------------
+
+  /// Moves each request's sink into a per-request state that any thread can send through.
+  void open_decoupled(batch_plan& plan, batch& b, time_point start) {
+    for (const auto& p : plan.requests) {
+      b.bind_decoupled(decoupled_->open(*p, start));
+    }
+  }
+
+  /// Sends response(i) as the final response of each request the backend did not take over
+  /// (an execution that threw fails them all, taken or not, unless they have their final).
+  void finish_decoupled(batch& b, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      response& r = b.response(i);
+      if (!b.sender_taken(i) || !r.ok()) {
+        (void)b.decoupled_state(i)->send(std::move(r), true);
+      }
+    }
   }
 
   // The model's configuration and statistics (the model owns them and outlives this shell).
@@ -431,6 +472,8 @@ private:
   std::vector<instance_placement> placements_;
   bool preserve_ordering_ = false;
   detail::ordered_completion ordering_;
+  // Decoupled models only; outlives the instances (their senders point into it).
+  std::optional<detail::decoupled_requests> decoupled_;
   std::vector<std::unique_ptr<instance>> instances_;
   std::thread timekeeper_thread_;
 };
