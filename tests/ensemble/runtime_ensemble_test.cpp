@@ -3,6 +3,7 @@
 // compile-time form, since both run on one executor.
 #include "pipeline_backends.hpp"
 
+#include <servekit/cache/response_cache.hpp>
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/ensemble/runtime_ensemble.hpp>
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 
 namespace {
@@ -96,6 +98,46 @@ TEST_F(Configured, RunsThePipelineItDescribes) {
   const auto s = e.statistics();
   EXPECT_EQ(s.success.count, 1U);
   EXPECT_EQ(s.steps[1].model_name, "classify");
+}
+
+// Triton's response cache at the ensemble's top level: a repeated byte-identical request is
+// answered from the cache and no step runs; a different one runs the steps.
+TEST_F(Configured, ResponseCacheAnswersRepeatedRequestsWithoutRunningSteps) {
+  auto j = nlohmann::json::parse(pipeline_config);
+  j["response_cache"] = {{"enable", true}};
+  servekit::response_cache cache{{.size_bytes = 1 << 20, .shards = 1}};
+  servekit::runtime_ensemble e{servekit::load_model_config(j), registry, &cache};
+  std::atomic<int> preprocess_batches{0};
+  pre_backend::before = [&](servekit::batch&) { preprocess_batches.fetch_add(1); };
+
+  auto first = e.infer(make_request("IMAGE", 1.0F)).get();
+  ASSERT_TRUE(first.ok()) << first.status.message();
+  auto again = e.infer(make_request("IMAGE", 1.0F)).get();
+  ASSERT_TRUE(again.ok()) << again.status.message();
+  EXPECT_EQ(first_value(again, "CLASSIFICATION"), 4.0F);
+  EXPECT_EQ(first_value(again, "SEGMENTATION"), 6.0F);
+  EXPECT_EQ(preprocess_batches.load(), 1) << "the repeated request ran no step";
+  auto other = e.infer(make_request("IMAGE", 2.0F)).get();
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(preprocess_batches.load(), 2);
+
+  const auto s = e.statistics();
+  EXPECT_EQ(s.cache_hit.count, 1U);
+  EXPECT_EQ(s.cache_miss.count, 2U);
+  EXPECT_EQ(s.success.count, 3U);   // hits are successes
+  EXPECT_EQ(s.execution_count, 2U); // but not executions
+  EXPECT_EQ(s.steps[0].success.count, 2U);
+}
+
+TEST_F(Configured, ResponseCacheWithoutAServerCacheChangesNothing) {
+  auto j = nlohmann::json::parse(pipeline_config);
+  j["response_cache"] = {{"enable", true}};
+  servekit::runtime_ensemble e{servekit::load_model_config(j), registry};
+  ASSERT_TRUE(e.infer(make_request("IMAGE", 1.0F)).get().ok());
+  ASSERT_TRUE(e.infer(make_request("IMAGE", 1.0F)).get().ok());
+  const auto s = e.statistics();
+  EXPECT_EQ(s.cache_hit.count + s.cache_miss.count, 0U);
+  EXPECT_EQ(s.execution_count, 2U);
 }
 
 TEST_F(Configured, AgreesWithTheCompileTimeForm) {

@@ -47,6 +47,26 @@ static_assert(pipeline::traits::inputs[0].name == "IMAGE");
 static_assert(pipeline::traits::outputs[1].name == "SEGMENTATION");
 static_assert(pipeline::traits::outputs[1].dims == servekit::shape{4});
 
+// A decoupled step is legal, and makes the ensemble decoupled (it streams one response per
+// iteration), as does a decoupled ensemble used as a step.
+template <servekit::fixed_string In, servekit::fixed_string Out>
+struct streaming_backend : vector_backend<In, Out, 0> {
+  static constexpr bool decoupled = true;
+  using vector_backend<In, Out, 0>::vector_backend;
+};
+using generate = servekit::model<streaming_backend<"PROMPT_IDS", "TOKEN">>;
+using detokenize = servekit::model<vector_backend<"TOKEN_ID", "TEXT", 0>>;
+using chat = servekit::ensemble<servekit::inputs<"PROMPT">, servekit::outputs<"TEXT">,
+                                step<generate, in<"PROMPT_IDS", "PROMPT">, out<"TOKEN", "token">>,
+                                step<detokenize, in<"TOKEN_ID", "token">, out<"TEXT", "TEXT">>>;
+static_assert(servekit::servable<chat>);
+static_assert(chat::traits::decoupled);
+using chat_twice =
+    servekit::ensemble<servekit::inputs<"PROMPT">, servekit::outputs<"TEXT">,
+                       step<chat, in<"PROMPT", "PROMPT">, out<"TEXT", "text">>,
+                       step<detokenize, in<"TOKEN_ID", "text">, out<"TEXT", "TEXT">>>;
+static_assert(chat_twice::traits::decoupled);
+
 // A nested ensemble: `tokenizer` is an ensemble, used as a step of `embedder`. Its traits are
 // derived from its steps, with their data types, and the enclosing ensemble checks against them.
 struct tokenize_backend {

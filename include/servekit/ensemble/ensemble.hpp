@@ -143,9 +143,6 @@ consteval bool report_ensemble_problem() {
   static_assert(Problem != duplicate_name,
                 "servekit: ensemble: Tensor is listed twice among the ensemble's inputs and "
                 "outputs");
-  static_assert(Problem != decoupled_step,
-                "servekit: ensemble: step Step uses a decoupled model; decoupled composing models "
-                "are not supported in ensembles by this build of servekit yet");
   static_assert(Problem != undeclared_model_tensor,
                 "servekit: ensemble: step Step maps ModelTensor, which its model does not declare "
                 "(see the backend's inputs/outputs)");
@@ -302,7 +299,9 @@ public:
   struct traits {
     static constexpr std::int32_t max_batch_size = 0;
     static constexpr bool batching = true;
-    static constexpr bool decoupled = false;
+    /// Any decoupled step makes the ensemble decoupled: it streams one response per iteration.
+    static constexpr bool decoupled =
+        (static_cast<bool>(Steps::model_type::traits::decoupled) || ...);
     static constexpr std::span<const tensor_spec> inputs =
         graph::derived_inputs.second ? std::span<const tensor_spec>{graph::derived_inputs.first}
                                      : std::span<const tensor_spec>{};

@@ -7,7 +7,10 @@
 /// queue that the next finishing request of that step drains.
 
 #include <servekit/backend/request_validator.hpp>
+#include <servekit/cache/detail/cached_submit.hpp>
+#include <servekit/cache/response_cache.hpp>
 #include <servekit/core/clock.hpp>
+#include <servekit/core/config_error.hpp>
 #include <servekit/core/detail/block_pool.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
@@ -67,7 +70,8 @@ public:
   ~ensemble_executor() { shutdown(shutdown_mode::drain); }
 
   /// Accepts `r` or says why not (bad input, naming it; `unavailable` after shutdown). An
-  /// accepted request gets exactly one final response through `sink`.
+  /// accepted request gets exactly one final response through `sink` (a response-cache hit:
+  /// on this thread, before submit returns, and no step runs).
   [[nodiscard]] status submit(request&& r, response_sink sink) {
     if (!sink) {
       return invalid_argument("submit to ensemble '" + plan_.name + "' needs a response sink");
@@ -76,27 +80,13 @@ public:
     if (auto s = validator_.validate(r, elements); !s.ok()) {
       return s;
     }
-    active_.fetch_add(1, std::memory_order_acq_rel);
-    if (stopping_.load(std::memory_order_acquire)) {
-      leave();
-      return unavailable("ensemble '" + plan_.name + "' is shutting down");
+    if (cache_ != nullptr) [[unlikely]] {
+      return detail::cached_submit(*cache_, plan_.name, version_, std::move(r), std::move(sink),
+                                   counters_, [this, elements](request&& q, response_sink s) {
+                                     return start(std::move(q), std::move(s), elements);
+                                   });
     }
-    r.arrival = clock::now();
-    void* memory = detail::block_pool::allocate(sizeof(detail::ensemble_run));
-    auto* run = ::new (memory) detail::ensemble_run{plan_, std::move(r), std::move(sink), elements};
-    counters_.add_pending(1);
-    detail::ready_steps ready;
-    bool done = false;
-    {
-      std::lock_guard lock{run->mutex};
-      run->start(ready);
-      done = run->done();
-    }
-    launch(*run, ready); // the last launch may finish `run`: do not touch it after
-    if (done) {
-      finish(*run);
-    }
-    return {};
+    return start(std::move(r), std::move(sink), elements);
   }
 
   /// The same, as a future.
@@ -122,6 +112,9 @@ public:
   }
 
   [[nodiscard]] ensemble_statistics statistics() const { return counters_.snapshot(); }
+  /// Whether a step is decoupled: then every request gets a stream of responses (one per
+  /// complete set of requested outputs) and then a final one, as from a decoupled model.
+  [[nodiscard]] bool decoupled() const noexcept { return plan_.decoupled; }
   [[nodiscard]] const std::string& name() const noexcept { return plan_.name; }
   [[nodiscard]] std::int64_t version() const noexcept { return version_; }
   [[nodiscard]] std::int32_t max_batch_size() const noexcept { return plan_.max_batch_size; }
@@ -135,12 +128,55 @@ public:
   /// The checked graph: tensors, steps in execution order, batch adaptation.
   [[nodiscard]] const detail::ensemble_plan& plan() const noexcept { return plan_; }
 
+protected:
+  /// Serves repeated byte-identical requests from `cache` (Triton's response cache at the
+  /// ensemble's top level; null: the server has no cache). Call before the first submit, when
+  /// the config enables the cache. A decoupled ensemble is refused, as Triton does.
+  void use_response_cache(response_cache* cache) {
+    if (plan_.decoupled) {
+      throw config_error(config_error_code::bad_value, "/response_cache/enable",
+                         "Response Cache does not currently support model " + plan_.name +
+                             " with 'decoupled' transaction policy");
+    }
+    cache_ = cache;
+  }
+
 private:
+  /// Starts validated request `r` on the steps.
+  [[nodiscard]] status start(request&& r, response_sink sink, std::int64_t elements) {
+    active_.fetch_add(1, std::memory_order_acq_rel);
+    if (stopping_.load(std::memory_order_acquire)) {
+      leave();
+      return unavailable("ensemble '" + plan_.name + "' is shutting down");
+    }
+    r.arrival = clock::now();
+    void* memory = detail::block_pool::allocate(sizeof(detail::ensemble_run));
+    auto* run = ::new (memory) detail::ensemble_run{plan_, std::move(r), std::move(sink), elements};
+    counters_.add_pending(1);
+    detail::ready_steps ready;
+    bool done = false;
+    bool deliver_now = false;
+    {
+      std::lock_guard lock{run->mutex};
+      run->start(ready);
+      settle(*run, done, deliver_now);
+    }
+    launch(*run, ready); // the last launch may finish `run`: do not touch it after (unless
+                         // this thread delivers its streamed responses: see `settle`)
+    if (done) {
+      finish(*run);
+    }
+    if (deliver_now) {
+      deliver(*run);
+    }
+    return {};
+  }
+
   /// A step's in-flight limit: a count, and the launches waiting for it to drop.
   struct gate {
     std::mutex mutex;
     std::uint32_t in_flight = 0;
-    std::deque<detail::ensemble_run*> waiting;
+    std::deque<std::pair<detail::ensemble_run*, detail::ensemble_run::launch>> waiting;
   };
 
   static std::vector<detail::ensemble_counters::step_info>
@@ -153,29 +189,29 @@ private:
   }
 
   void launch(detail::ensemble_run& run, const detail::ready_steps& ready) {
-    for (const std::size_t s : ready) {
-      if (limit_ == 0 || enter_gate(s, run)) {
-        send(run, s);
+    for (const auto& l : ready) {
+      if (limit_ == 0 || enter_gate(l, run)) {
+        send(run, l);
       }
     }
   }
 
   /// Takes a place in step `s`'s limit, or queues the launch until one frees.
-  bool enter_gate(std::size_t s, detail::ensemble_run& run) {
-    gate& g = gates_[s];
+  bool enter_gate(const detail::ensemble_run::launch& l, detail::ensemble_run& run) {
+    gate& g = gates_[l.step];
     std::lock_guard lock{g.mutex};
     if (g.in_flight < limit_) {
       ++g.in_flight;
       return true;
     }
-    g.waiting.push_back(&run);
+    g.waiting.emplace_back(&run, l);
     return false;
   }
 
   /// A request of step `s` finished: its place goes to the oldest waiting launch, if any.
   void leave_gate(std::size_t s) {
     gate& g = gates_[s];
-    detail::ensemble_run* next = nullptr;
+    std::pair<detail::ensemble_run*, detail::ensemble_run::launch> next;
     {
       std::lock_guard lock{g.mutex};
       if (g.waiting.empty()) {
@@ -185,26 +221,26 @@ private:
       next = g.waiting.front();
       g.waiting.pop_front();
     }
-    hand_over(*next, s);
+    hand_over(*next.first, next.second);
   }
 
   /// Sends a launch that waited for a place. Such launches run one after another in a loop on
   /// this thread rather than nested: a submit that fails at once finishes its step, which hands
   /// its place on again, and a long queue would otherwise cost one stack frame per request.
-  void hand_over(detail::ensemble_run& run, std::size_t s) {
+  void hand_over(detail::ensemble_run& run, const detail::ensemble_run::launch& l) {
     struct launch_later {
       ensemble_executor* self;
       detail::ensemble_run* run;
-      std::size_t step;
+      detail::ensemble_run::launch step;
     };
     static thread_local std::vector<launch_later>* later = nullptr;
     if (later != nullptr) {
-      later->push_back({this, &run, s});
+      later->push_back({this, &run, l});
       return;
     }
     std::vector<launch_later> queue;
     later = &queue;
-    send(run, s);
+    send(run, l);
     while (!queue.empty()) {
       const launch_later next = queue.back();
       queue.pop_back();
@@ -213,8 +249,10 @@ private:
     later = nullptr;
   }
 
-  /// Sends step `s` of `run` to its model. After a successful submit `run` may already be gone.
-  void send(detail::ensemble_run& run, std::size_t s) {
+  /// Sends a step of `run` to its model. After a successful submit `run` may already be gone.
+  void send(detail::ensemble_run& run, const detail::ensemble_run::launch& l) {
+    const std::size_t s = l.step;
+    detail::ensemble_run::iteration* where = l.where;
     status why_not;
     if (cancelling_.load(std::memory_order_acquire)) {
       why_not = cancelled("ensemble '" + plan_.name + "' is shutting down");
@@ -227,50 +265,118 @@ private:
       }
     }
     if (!why_not.ok()) {
-      not_started(run, s, why_not);
+      not_started(run, *where, s, why_not);
       return;
     }
-    request step_request = run.make_step_request(s);
-    const time_point sent = clock::now();
-    auto s_ = targets_.submit(s, std::move(step_request), [this, &run, s, sent](response&& r) {
-      step_answered(run, s, sent, std::move(r));
+    request step_request = run.make_step_request(l);
+    where->steps[s].sent = clock::now();
+    // Four words: fits the sink's inline storage (no allocation per step).
+    auto s_ = targets_.submit(s, std::move(step_request), [this, &run, where, s](response&& r) {
+      step_answered(run, *where, s, std::move(r));
     });
     if (!s_.ok()) {
-      step_answered(run, s, sent, response::failure(std::move(s_)));
+      step_answered(run, *where, s, response::failure(std::move(s_)));
     }
   }
 
-  void step_answered(detail::ensemble_run& run, std::size_t s, time_point sent, response&& r) {
-    counters_.record_step(s, r.ok(), elapsed_ns(sent, clock::now()), r.timing);
-    if (limit_ != 0) {
-      leave_gate(s);
+  /// One response of a step: a composing model's final one, or one of a decoupled step's.
+  void step_answered(detail::ensemble_run& run, detail::ensemble_run::iteration& where,
+                     std::size_t s, response&& r) {
+    if (r.final) {
+      counters_.record_step(s, r.ok(), elapsed_ns(where.steps[s].sent, clock::now()), r.timing);
+      if (limit_ != 0) {
+        leave_gate(s);
+      }
     }
     detail::ready_steps ready;
     bool done = false;
+    bool deliver_now = false;
     {
       std::lock_guard lock{run.mutex};
-      run.step_finished(s, std::move(r), ready);
-      done = run.done();
+      run.step_answered(where, s, std::move(r), ready);
+      settle(run, done, deliver_now);
     }
     launch(run, ready);
     if (done) {
       finish(run);
     }
+    if (deliver_now) {
+      deliver(run);
+    }
   }
 
-  void not_started(detail::ensemble_run& run, std::size_t s, const status& why) {
+  void not_started(detail::ensemble_run& run, detail::ensemble_run::iteration& where, std::size_t s,
+                   const status& why) {
     if (limit_ != 0) {
       leave_gate(s);
     }
     bool done = false;
+    bool deliver_now = false;
     {
       std::lock_guard lock{run.mutex};
-      run.step_not_started(s, why);
-      done = run.done();
+      run.step_not_started(where, s, why);
+      settle(run, done, deliver_now);
     }
     if (done) {
       finish(run);
     }
+    if (deliver_now) {
+      deliver(run);
+    }
+  }
+
+  /// Under `run.mutex`, after an event. Without decoupled steps: `done` says the one final
+  /// response is due (`finish`). With them: once no step is in flight the final response is
+  /// queued, and `deliver_now` says this thread is to deliver what is queued. The delivering
+  /// thread is the only one that sends to the client's sink, and the only one that can free the
+  /// run (on the final response), so while it delivers, `run` stays alive for it.
+  void settle(detail::ensemble_run& run, bool& done, bool& deliver_now) {
+    if (!plan_.decoupled) {
+      done = run.done();
+      return;
+    }
+    if (run.done()) {
+      run.queue_final();
+    }
+    if (!run.draining && !run.outbox.empty()) {
+      run.draining = true;
+      deliver_now = true;
+    }
+  }
+
+  /// Sends the queued responses in order, until none is left or the final one is sent.
+  void deliver(detail::ensemble_run& run) {
+    std::unique_lock lock{run.mutex};
+    while (!run.outbox.empty()) {
+      response r = std::move(run.outbox.front());
+      run.outbox.pop_front();
+      lock.unlock();
+      if (r.final) {
+        finish_streamed(run, std::move(r));
+        return;
+      }
+      try {
+        run.sink().send(std::move(r));
+      } catch (...) { // NOLINT(bugprone-empty-catch): sinks must not throw; one must not stop us
+      }
+      lock.lock();
+    }
+    run.draining = false;
+  }
+
+  /// The final response of a decoupled ensemble request, then the run is freed.
+  void finish_streamed(detail::ensemble_run& run, response&& out) {
+    counters_.record_request(out.status, static_cast<std::uint64_t>(run.elements()),
+                             elapsed_ns(run.original().arrival, clock::now()), run.step_timing());
+    out.timing = run.step_timing();
+    counters_.add_pending(-1);
+    try {
+      run.sink().send(std::move(out));
+    } catch (...) { // NOLINT(bugprone-empty-catch): sinks must not throw; one must not stop us
+    }
+    run.~ensemble_run();
+    detail::block_pool::release(&run, sizeof(detail::ensemble_run));
+    leave();
   }
 
   /// Every step has answered: one final response, then the run is freed.
@@ -310,6 +416,7 @@ private:
   detail::ensemble_plan plan_;
   Targets targets_;
   detail::ensemble_counters counters_;
+  response_cache* cache_ = nullptr; ///< set by use_response_cache (configured ensembles)
   std::int64_t version_ = 1;
   request_validator validator_;
   std::uint32_t limit_ = 0;

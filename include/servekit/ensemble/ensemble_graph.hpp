@@ -37,7 +37,7 @@ struct step_description {
   std::span<const tensor_spec> declared_inputs; ///< empty: the model declares none (unchecked)
   std::span<const tensor_spec> declared_outputs;
   batch_dim batching = batch_dim::unknown;
-  bool decoupled = false;
+  bool decoupled = false; ///< legal: each of its responses is an iteration downstream
 };
 
 /// A whole ensemble as the checks see it.
@@ -56,7 +56,6 @@ enum class ensemble_fault : std::uint8_t {
   none,
   no_steps,                ///< an ensemble needs at least one step
   duplicate_name,          ///< an ensemble input or output is listed twice
-  decoupled_step,          ///< a decoupled composing model (not supported in ensembles yet)
   undeclared_model_tensor, ///< a mapping names a tensor the step's model does not declare
   model_tensor_mapped_twice,
   unmapped_model_input, ///< a required input of the step's model is not mapped
@@ -182,9 +181,6 @@ struct tensor_source {
 
 [[nodiscard]] constexpr ensemble_problem check_step_mappings(const step_description& step,
                                                              std::size_t s) noexcept {
-  if (step.decoupled) {
-    return {.fault = ensemble_fault::decoupled_step, .step = s};
-  }
   for (int side = 0; side < 2; ++side) {
     const bool outputs = side == 1;
     const auto map = outputs ? step.output_map : step.input_map;
@@ -461,10 +457,6 @@ struct provided_spec {
     return out + "needs at least one step";
   case ensemble_fault::duplicate_name:
     return out + "tensor " + q(p.tensor) + " is listed twice among its inputs and outputs";
-  case ensemble_fault::decoupled_step:
-    return out + step_name(p.step) +
-           " is decoupled; decoupled composing models are not supported in ensembles by this "
-           "build of servekit yet";
   case ensemble_fault::undeclared_model_tensor:
     return out + step_name(p.step) + " maps " + (p.output_side ? "output " : "input ") +
            q(p.tensor) + ", which its model does not declare";

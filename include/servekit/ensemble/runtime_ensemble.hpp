@@ -10,6 +10,7 @@
 ///     pipeline{servekit::load_model_config(json_text),
 ///                                         registry};
 
+#include <servekit/cache/response_cache.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/ensemble/detail/ensemble_plan.hpp>
 #include <servekit/ensemble/ensemble_executor.hpp>
@@ -57,7 +58,8 @@ struct registry_targets {
 /// plus `options()`.
 class runtime_ensemble : public ensemble_executor<detail::registry_targets> {
 public:
-  /// What is known at compile time: nothing (the configuration decides).
+  /// What is known at compile time: nothing (the configuration decides). Whether it is
+  /// decoupled (a step is) is known once built: `decoupled()`.
   struct traits {
     static constexpr std::int32_t max_batch_size = 0;
     static constexpr bool batching = true;
@@ -68,9 +70,16 @@ public:
 
   /// Builds the ensemble `config` describes (its `ensemble_scheduling`, `input`, `output`,
   /// `max_batch_size`) from the models in `registry`. Throws config_error naming the step and
-  /// tensor at fault, as Triton does at load.
-  runtime_ensemble(const model_options& config, const model_registry& registry)
-      : runtime_ensemble{config, resolve(config, registry)} {}
+  /// tensor at fault, as Triton does at load. With `response_cache { enable: true }` and a
+  /// `cache`, repeated byte-identical requests are answered from it without running a step
+  /// (Triton's top-level ensemble cache); a decoupled ensemble with the cache enabled is refused.
+  runtime_ensemble(const model_options& config, const model_registry& registry,
+                   response_cache* cache = nullptr)
+      : runtime_ensemble{config, resolve(config, registry)} {
+    if (config.response_cache && config.response_cache->enable) {
+      use_response_cache(cache); // refuses a decoupled ensemble, with or without a cache
+    }
+  }
 
   [[nodiscard]] const model_options& options() const noexcept { return options_; }
 

@@ -64,6 +64,16 @@ public:
     add(s.compute_output, t.compute_output_ns);
   }
 
+  /// A request answered from the response cache at the ensemble's top level: a success with
+  /// no queue time; no step ran (Triton's cache_hit).
+  void record_cache_hit(std::uint64_t lookup_ns, std::uint64_t request_ns) noexcept {
+    add(cache_hit_, lookup_ns);
+    add(success_, request_ns);
+    queue_.count.fetch_add(1, std::memory_order_relaxed);
+  }
+  /// A lookup that found nothing; `ns` covers the lookup and the insertion (Triton's cache_miss).
+  void record_cache_miss(std::uint64_t ns) noexcept { add(cache_miss_, ns); }
+
   /// One ensemble request's final response; `steps` is the sum of its steps' timings.
   void record_request(const status& result, std::uint64_t elements, std::uint64_t duration_ns,
                       const request_timing& steps) noexcept {
@@ -102,6 +112,8 @@ public:
     s.compute_input = load(compute_input_);
     s.compute_infer = load(compute_infer_);
     s.compute_output = load(compute_output_);
+    s.cache_hit = load(cache_hit_);
+    s.cache_miss = load(cache_miss_);
     s.pending_request_count = load(pending_);
     for (std::size_t i = 0; i < failure_reason_count; ++i) {
       s.failures[i] = load(failures_[i]);
@@ -132,6 +144,7 @@ private:
   std::atomic<std::uint64_t> inference_count_{0};
   std::atomic<std::uint64_t> execution_count_{0};
   atomic_duration success_, fail_, queue_, compute_input_, compute_infer_, compute_output_;
+  atomic_duration cache_hit_, cache_miss_;
   std::atomic<std::uint64_t> pending_{0};
   std::array<std::atomic<std::uint64_t>, failure_reason_count> failures_{};
 };

@@ -2,19 +2,23 @@
 /// \file
 /// model_repository: Triton's model repository over a directory. Each model is a folder
 /// `<root>/<model>/` holding `config.json` (Triton's model configuration as JSON) and optional
-/// numeric version folders `<root>/<model>/<N>/`; the latest version is served (Triton's default
-/// version policy), and a model without version folders serves version 1.
+/// numeric version folders `<root>/<model>/<N>/`. The config's `version_policy` (Triton's: latest
+/// N, default 1; all; specific) picks the versions served, each its own model built from the
+/// same config with its own `version` and `directory`; a model without version folders serves
+/// version 1 from its folder.
 ///
 ///     servekit::model_repository models{"models", bundled_backends{}};
-///     for (const auto& entry : models.load_all()) { ... }          // UNAVAILABLE ones say why
-///     if (auto m = models.find("add_sub")) {
+///     for (const auto& entry : models.load_all()) { ... }  // one row per version; UNAVAILABLE say
+///     why if (auto m = models.find("add_sub")) {               // the latest served version
 ///       (void)m->model().submit(std::move(request), sink);
 ///     }
+///     models.versions_of("add_sub");                       // the READY versions, ascending
 ///
 /// Models are built by a backend_list (`config.backend` picks the backend, the scheduling fields
 /// the composition); ensembles (`"platform": "ensemble"`) are built as runtime_ensembles over the
-/// loaded models. Loading a model again builds the new one next to the old, publishes it at
-/// once, and retires the old one, which finishes what it accepted on a background thread.
+/// loaded models. Loading a model again builds the versions its policy now names next to the
+/// serving ones, publishes them together, and retires the old ones (and the versions that left
+/// the policy), which finish what they accepted on a background thread.
 
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/config_error.hpp>
@@ -22,6 +26,7 @@
 #include <servekit/ensemble/runtime_ensemble.hpp>
 #include <servekit/repository/any_model.hpp>
 #include <servekit/repository/detail/model_reaper.hpp>
+#include <servekit/repository/detail/version_selection.hpp>
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/model_ref.hpp>
@@ -32,7 +37,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <concepts>
 #include <cstdint>
 #include <exception>
@@ -82,7 +86,8 @@ enum class model_state : std::uint8_t {
   return "UNKNOWN";
 }
 
-/// One row of the repository index.
+/// One row of the repository index: one version of a model (or, when its config cannot be read,
+/// the model with version 0).
 struct model_index_entry {
   std::string name;
   std::int64_t version = 0; ///< 0 when unknown (e.g. an unreadable config)
@@ -154,20 +159,85 @@ private:
 
 namespace detail {
 
-/// What a model folder says: its parsed configuration and where it came from.
+/// What a model folder says: its parsed configuration, where it came from, and the versions its
+/// version_policy selects among its version folders.
 struct model_source {
+  /// As read; `version` and `directory` are those of the latest selected version.
   model_options config;
   std::filesystem::path config_file;
+  /// The selected versions that have a folder (or version 1 of a model without version
+  /// folders), ascending.
+  std::vector<std::int64_t> versions;
+  /// Versions a `specific` policy names that have no folder, with the index row's reason.
+  std::vector<std::pair<std::int64_t, std::string>> missing;
+  /// Whether the model has version folders (else version 1 lives in the model folder itself).
+  bool version_folders = false;
+
+  /// The configuration of version `v`: the same fields, its version and its folder.
+  [[nodiscard]] model_options config_for(std::int64_t v) const {
+    model_options out = config;
+    out.version = v;
+    const auto folder = config_file.parent_path();
+    out.directory = (version_folders ? folder / std::to_string(v) : folder).string();
+    return out;
+  }
+};
+
+/// One version of a model in the repository's table.
+struct version_entry {
+  model_index_entry info;
+  /// Set while the version serves (READY; also while a reload builds its successor).
+  std::shared_ptr<const loaded_model> model;
 };
 
 /// A model in the repository's table.
 struct repository_entry {
+  /// The model's summary row (status_of(name)): the latest serving version's row; if none
+  /// serves, the latest version's row (preferring one not unloaded); with no versions (an
+  /// unreadable config), why.
   model_index_entry info;
-  /// Set while the model serves (READY; also while a reload builds its successor).
+  /// The latest serving version (find(name) and find(name, -1)), or null.
   std::shared_ptr<const loaded_model> model;
+  /// Every version the repository built or was asked for, by version.
+  std::map<std::int64_t, version_entry> versions;
   /// The configuration last read, when it parsed: lets an ensemble be rebuilt when its
   /// composing models change. Cleared by unload, so an unloaded ensemble stays unloaded.
   std::shared_ptr<const model_source> source;
+
+  /// Recomputes `model` and `info` from `versions` (after any change to them).
+  void refresh() {
+    model.reset();
+    for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+      if (it->second.model) {
+        model = it->second.model;
+        info = it->second.info;
+        return;
+      }
+    }
+    const version_entry* latest = nullptr;
+    for (auto it = versions.rbegin(); it != versions.rend() && latest == nullptr; ++it) {
+      if (it->second.info.reason != unloaded_reason) {
+        latest = &it->second;
+      }
+    }
+    if (latest == nullptr && !versions.empty()) {
+      latest = &versions.rbegin()->second;
+    }
+    if (latest != nullptr) {
+      info = latest->info;
+    }
+  }
+
+  /// The index rows: one per version, ascending; the summary row when there is none.
+  void append_rows(std::vector<model_index_entry>& out) const {
+    if (versions.empty()) {
+      out.push_back(info);
+      return;
+    }
+    for (const auto& [v, e] : versions) {
+      out.push_back(e.info);
+    }
+  }
 };
 
 /// Sorted by name, so the index and ready_models() come out sorted.
@@ -192,33 +262,6 @@ struct retire_to_reaper {
 [[nodiscard]] inline bool is_model_folder_name(std::string_view name) noexcept {
   return !name.empty() && name != "." && name != ".." &&
          name.find_first_of(std::string_view{"/\\\0", 3}) == std::string_view::npos;
-}
-
-/// The largest numeric subfolder of `folder` (Triton's version folders), if any.
-[[nodiscard]] inline std::optional<std::int64_t>
-latest_version(const std::filesystem::path& folder) {
-  std::optional<std::int64_t> latest;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it{folder, ec}, end; !ec && it != end;
-       it.increment(ec)) {
-    std::error_code type_ec;
-    if (!it->is_directory(type_ec)) {
-      continue;
-    }
-    const std::string name = it->path().filename().string();
-    std::int64_t version = 0;
-    const auto* first = name.data();
-    const auto* last = name.data() + name.size();
-    const auto [end_ptr, error] = std::from_chars(first, last, version);
-    if (name.empty() || error != std::errc{} || end_ptr != last || name.front() == '-' ||
-        name.front() == '+' || version < 1) {
-      continue;
-    }
-    if (!latest || version > *latest) {
-      latest = version;
-    }
-  }
-  return latest;
 }
 
 } // namespace detail
@@ -264,7 +307,8 @@ public:
     }
   model_repository(std::filesystem::path root, Backends /*backends*/, test_hooks hooks,
                    model_environment environment)
-      : model_repository{std::move(root), factory_type{[hooks, environment](const model_options& c) {
+      : model_repository{std::move(root),
+                         factory_type{[hooks, environment](const model_options& c) {
                            return Backends::make(c, hooks, environment);
                          }}} {
     environment_ = std::move(environment);
@@ -298,9 +342,10 @@ public:
 
   [[nodiscard]] const std::filesystem::path& root() const noexcept { return root_; }
 
-  /// Scans the root and loads every model folder: non-ensembles first, then ensembles in
-  /// dependency order. A model that fails is recorded as UNAVAILABLE with the reason; a model
-  /// already serving that fails to reload keeps serving. Returns the index.
+  /// Scans the root and loads every model folder (the versions its version_policy selects):
+  /// non-ensembles first, then ensembles in dependency order. A version that fails is recorded as
+  /// UNAVAILABLE with the reason; a version already serving that fails to reload keeps serving.
+  /// Returns the index.
   std::vector<model_index_entry> load_all() {
     const std::lock_guard lock{write_mutex_};
     detail::repository_table next = *snapshot();
@@ -324,12 +369,9 @@ public:
       auto& entry = next[name];
       if (!read.source) {
         if (!entry.model) {
-          entry = {{name, 0, model_state::unavailable, read.error.message()}, nullptr, nullptr};
+          entry = unreadable(name, read.error);
         }
         continue;
-      }
-      if (!entry.model) {
-        entry.info = {name, read.source->config.version, model_state::loading, {}};
       }
       if (detail::is_ensemble_config(read.source->config)) {
         ensembles.insert(name);
@@ -337,13 +379,14 @@ public:
         models.push_back(name);
       }
       entry.source = std::move(read.source);
+      mark_loading(entry);
     }
     publish(next);
 
     std::set<std::string, std::less<>> changed;
     for (const auto& name : models) {
       auto& entry = next[name];
-      (void)build_into(next, entry);
+      (void)build_versions(next, entry, /*keep_serving=*/true);
       changed.insert(name);
       publish(next);
     }
@@ -354,12 +397,15 @@ public:
     return index_of(next);
   }
 
-  /// Triton's repository load: re-reads `<root>/<name>/config.json`, builds the model next to
-  /// the serving one (if any) and publishes it at once; requests the old one accepted finish
-  /// there, and it is drained and destroyed on the reaper thread once nothing refers to it.
-  /// Ensembles using the model are rebuilt over the new one. Errors: not_found (no such model
-  /// folder), invalid_argument (a bad config or a model that failed to build, the message
-  /// naming the file and JSON path); then the serving model, if any, keeps serving.
+  /// Triton's repository load: re-reads `<root>/<name>/config.json` and its version folders,
+  /// builds every version the version_policy now selects next to the serving ones and publishes
+  /// them together; versions that left the policy are unpublished (UNAVAILABLE, "unloaded").
+  /// Requests an old model accepted finish there, and it is drained and destroyed on the reaper
+  /// thread once nothing refers to it. Ensembles using the model are rebuilt over the new
+  /// versions. Errors: not_found (no such model folder), invalid_argument (a bad config, a
+  /// version that failed to build or a `specific` version without a folder: the first such
+  /// reason, naming the file and JSON path); a version that serves and fails to rebuild keeps
+  /// serving, and the versions that built are published all the same.
   status load(std::string_view name) {
     const std::lock_guard lock{write_mutex_};
     auto read = read_source(name);
@@ -370,33 +416,28 @@ public:
     auto& entry = next[std::string{name}];
     if (!read.source) {
       if (entry.model) {
-        return read.error; // the serving version keeps serving
+        return read.error; // the serving versions keep serving
       }
-      entry = {
-          {std::string{name}, 0, model_state::unavailable, read.error.message()}, nullptr, nullptr};
+      entry = unreadable(std::string{name}, read.error);
       publish(next);
       return read.error;
     }
     entry.source = std::move(read.source);
-    if (!entry.model) {
-      entry.info = {std::string{name}, entry.source->config.version, model_state::loading, {}};
+    if (mark_loading(entry)) {
       publish(next);
     }
-    if (auto s = build_into(next, entry); !s.ok()) {
-      if (entry.model) {
-        return s; // build_into left the serving one in place
-      }
-      publish(next);
-      return s;
+    const auto before = serving_versions(entry);
+    auto s = build_versions(next, entry, /*keep_serving=*/true);
+    if (serving_versions(entry) != before) {
+      build_ensembles(next, dependents_of(next, {std::string{name}}));
     }
-    build_ensembles(next, dependents_of(next, {std::string{name}}));
     publish(next);
-    return {};
+    return s;
   }
 
-  /// Triton's repository unload: unpublishes the model (state UNAVAILABLE, reason "unloaded");
-  /// it drains in the background. Ensembles using it become UNAVAILABLE, naming it. not_found
-  /// if it is not loaded.
+  /// Triton's repository unload: unpublishes every version of the model (state UNAVAILABLE,
+  /// reason "unloaded"); they drain in the background. Ensembles using it become UNAVAILABLE,
+  /// naming it. not_found if no version of it is loaded.
   status unload(std::string_view name) {
     const std::lock_guard lock{write_mutex_};
     detail::repository_table next = *snapshot();
@@ -405,29 +446,52 @@ public:
       return not_found("failed to unload '" + std::string{name} + "': the model is not loaded");
     }
     auto& entry = it->second;
-    entry.model.reset();
+    for (auto& [v, e] : entry.versions) {
+      e.model.reset();
+      e.info.state = model_state::unavailable;
+      e.info.reason = unloaded_reason;
+    }
     entry.source.reset();
-    entry.info.state = model_state::unavailable;
-    entry.info.reason = unloaded_reason;
+    entry.refresh();
     build_ensembles(next, dependents_of(next, {std::string{name}}));
     publish(next);
     return {};
   }
 
-  /// The READY model `name` at `version` (-1: whichever is served, the latest), else null.
-  /// Per request: takes a shared lock for one map lookup and a reference-count increment.
+  /// The READY model `name` at `version` (-1: the latest version served), else null.
+  /// Per request: takes a shared lock for one or two map lookups and a reference-count
+  /// increment.
   [[nodiscard]] std::shared_ptr<const loaded_model> find(std::string_view name,
                                                          std::int64_t version = -1) const {
     const std::shared_lock lock{read_mutex_};
     const auto it = table_->find(name);
-    if (it == table_->end() || !it->second.model ||
-        (version != -1 && version != it->second.model->config().version)) {
+    if (it == table_->end()) {
       return nullptr;
     }
-    return it->second.model;
+    if (version == -1) {
+      return it->second.model;
+    }
+    const auto v = it->second.versions.find(version);
+    return v == it->second.versions.end() ? nullptr : v->second.model;
   }
 
-  /// The index row of `name`, in any state; nullopt if the repository never saw it.
+  /// The versions of `name` that are READY, ascending (Triton's model metadata "versions");
+  /// empty if none is (or the repository never saw it).
+  [[nodiscard]] std::vector<std::int64_t> versions_of(std::string_view name) const {
+    const auto table = snapshot();
+    std::vector<std::int64_t> out;
+    if (const auto it = table->find(name); it != table->end()) {
+      for (const auto& [v, e] : it->second.versions) {
+        if (e.model) {
+          out.push_back(v);
+        }
+      }
+    }
+    return out;
+  }
+
+  /// The summary row of `name`, in any state: its latest serving version's row, else its latest
+  /// version's row saying why it does not serve; nullopt if the repository never saw it.
   [[nodiscard]] std::optional<model_index_entry> status_of(std::string_view name) const {
     const auto table = snapshot();
     const auto it = table->find(name);
@@ -437,26 +501,50 @@ public:
     return it->second.info;
   }
 
-  /// Every model the repository knows, sorted by name.
+  /// The index row of version `version` of `name` (-1: the summary row, as status_of(name));
+  /// nullopt if the repository never saw that version.
+  [[nodiscard]] std::optional<model_index_entry> status_of(std::string_view name,
+                                                           std::int64_t version) const {
+    const auto table = snapshot();
+    const auto it = table->find(name);
+    if (it == table->end()) {
+      return std::nullopt;
+    }
+    if (version == -1) {
+      return it->second.info;
+    }
+    if (const auto v = it->second.versions.find(version); v != it->second.versions.end()) {
+      return v->second.info;
+    }
+    if (it->second.versions.empty() && it->second.info.version == version) {
+      return it->second.info;
+    }
+    return std::nullopt;
+  }
+
+  /// Every version of every model the repository knows (Triton's index), sorted by name, then
+  /// version.
   [[nodiscard]] std::vector<model_index_entry> index() const { return index_of(*snapshot()); }
 
-  /// Whether every known model is READY, leaving out models unloaded on request (Triton's strict
-  /// readiness: an explicit unload must not take the server out of service); true when there is
-  /// none.
+  /// Whether every index row is READY, leaving out versions unloaded on request or by a version
+  /// policy (Triton's strict readiness: an explicit unload must not take the server out of
+  /// service); true when there is none.
   [[nodiscard]] bool all_ready() const {
-    const auto table = snapshot();
-    return std::all_of(table->begin(), table->end(), [](const auto& e) {
-      return e.second.info.state == model_state::ready || e.second.info.reason == unloaded_reason;
+    const auto rows = index();
+    return std::all_of(rows.begin(), rows.end(), [](const model_index_entry& e) {
+      return e.state == model_state::ready || e.reason == unloaded_reason;
     });
   }
 
-  /// The READY models, sorted by name.
+  /// The READY models, every version, sorted by name, then version.
   [[nodiscard]] std::vector<std::shared_ptr<const loaded_model>> ready_models() const {
     const auto table = snapshot();
     std::vector<std::shared_ptr<const loaded_model>> out;
     for (const auto& [name, entry] : *table) {
-      if (entry.model) {
-        out.push_back(entry.model);
+      for (const auto& [v, e] : entry.versions) {
+        if (e.model) {
+          out.push_back(e.model);
+        }
       }
     }
     return out;
@@ -493,7 +581,39 @@ private:
     std::vector<model_index_entry> out;
     out.reserve(table.size());
     for (const auto& [name, entry] : table) {
-      out.push_back(entry.info);
+      entry.append_rows(out);
+    }
+    return out;
+  }
+
+  /// The entry of a model whose config could not be read (no version known).
+  [[nodiscard]] static detail::repository_entry unreadable(std::string name, const status& error) {
+    detail::repository_entry out;
+    out.info = {std::move(name), 0, model_state::unavailable, error.message()};
+    return out;
+  }
+
+  /// Shows every selected version that does not serve yet as LOADING. Returns whether any row
+  /// changed.
+  static bool mark_loading(detail::repository_entry& entry) {
+    bool changed = false;
+    for (const auto v : entry.source->versions) {
+      auto& e = entry.versions[v];
+      if (!e.model) {
+        e.info = {entry.source->config.name, v, model_state::loading, {}};
+        changed = true;
+      }
+    }
+    entry.refresh();
+    return changed;
+  }
+
+  /// The serving model of each version (to tell whether a load changed what ensembles see).
+  [[nodiscard]] static std::vector<std::pair<std::int64_t, const loaded_model*>>
+  serving_versions(const detail::repository_entry& entry) {
+    std::vector<std::pair<std::int64_t, const loaded_model*>> out;
+    for (const auto& [v, e] : entry.versions) {
+      out.emplace_back(v, e.model.get());
     }
     return out;
   }
@@ -534,70 +654,120 @@ private:
                            "the config names the model '" + source->config.name +
                                "' but its folder is '" + model_name + "'");
       }
+      source->config.name = model_name;
+      source->config_file = file;
+      // A model without version folders serves version 1 from its own folder.
+      auto available = detail::version_folders(folder);
+      source->version_folders = !available.empty();
+      if (available.empty()) {
+        available.push_back(1);
+      }
+      auto selection = detail::select_versions(source->config.version_policy, available);
+      source->versions = std::move(selection.served);
+      for (const auto v : selection.missing) {
+        const auto& wanted = source->config.version_policy->versions;
+        const auto k = std::find(wanted.begin(), wanted.end(), v) - wanted.begin();
+        source->missing.emplace_back(
+            v, file.string() + ": /version_policy/specific/versions/" + std::to_string(k) +
+                   ": version " + std::to_string(v) + " of model '" + model_name +
+                   "' has no version folder '" + (folder / std::to_string(v)).string() + "'");
+      }
+      const std::int64_t latest =
+          std::max(source->versions.empty() ? 0 : source->versions.back(),
+                   source->missing.empty() ? std::int64_t{0} : source->missing.back().first);
+      source->config = source->config_for(latest);
     } catch (const config_error& e) {
       return fail(e.what()); // what() is "<JSON pointer>: <message>"
-    }
-    source->config.name = model_name;
-    source->config_file = file;
-    if (const auto version = detail::latest_version(folder)) {
-      source->config.version = *version;
-      source->config.directory = (folder / std::to_string(*version)).string();
-    } else {
-      source->config.version = 1;
-      source->config.directory = folder.string();
     }
     return {{}, std::move(source)};
   }
 
-  /// Builds the model `entry.source` describes over the models of `table` and makes it the
-  /// entry's READY model. On failure an entry with a serving model keeps it; one without
-  /// becomes UNAVAILABLE with the reason. Returns invalid_argument with the reason on failure.
-  status build_into(const detail::repository_table& table, detail::repository_entry& entry) {
+  /// Builds every version `entry.source` selects over the models of `table` and makes them the
+  /// entry's READY versions; versions no longer selected are unpublished (UNAVAILABLE,
+  /// "unloaded"), `specific` versions without a folder UNAVAILABLE with the reason. A version
+  /// that fails to build keeps its serving model if `keep_serving` (else, and without one, it
+  /// becomes UNAVAILABLE with the reason). Returns invalid_argument with the first reason on
+  /// any failure.
+  status build_versions(const detail::repository_table& table, detail::repository_entry& entry,
+                        bool keep_serving) {
     const auto& source = *entry.source;
-    try {
-      entry.model = build(source, table);
-      entry.info = {source.config.name, source.config.version, model_state::ready, {}};
-      return {};
-    } catch (const std::exception& e) {
-      // config_error's what() is "<JSON pointer>: <message>"; a backend's is its own text.
-      std::string reason = source.config_file.string() + ": " + e.what();
-      if (!entry.model) {
-        entry.info = {source.config.name, source.config.version, model_state::unavailable, reason};
+    const std::string& name = source.config.name;
+    status first_error;
+    const auto fail = [&](std::string reason) {
+      if (first_error.ok()) {
+        first_error = invalid_argument(reason);
       }
-      return invalid_argument(std::move(reason));
+      return reason;
+    };
+    std::map<std::int64_t, detail::version_entry> next;
+    // Versions that served (or were unloaded) and left the policy stay in the index, unloaded.
+    for (const auto& [v, e] : entry.versions) {
+      if (e.model || e.info.reason == unloaded_reason) {
+        next[v] = {{name, v, model_state::unavailable, std::string{unloaded_reason}}, nullptr};
+      }
     }
+    for (const auto& [v, reason] : source.missing) {
+      next[v] = {{name, v, model_state::unavailable, fail(reason)}, nullptr};
+    }
+    for (const auto v : source.versions) {
+      const auto old = entry.versions.find(v);
+      auto serving = keep_serving && old != entry.versions.end() ? old->second.model : nullptr;
+      try {
+        next[v] = {{name, v, model_state::ready, {}}, build(source, v, table)};
+      } catch (const std::exception& e) {
+        // config_error's what() is "<JSON pointer>: <message>"; a backend's is its own text.
+        auto reason = fail(source.config_file.string() + ": " + e.what());
+        if (serving) {
+          next[v] = {old->second.info, std::move(serving)};
+        } else {
+          next[v] = {{name, v, model_state::unavailable, std::move(reason)}, nullptr};
+        }
+      }
+    }
+    entry.versions = std::move(next);
+    entry.refresh();
+    return first_error;
   }
 
-  /// Builds a model, or an ensemble over the READY models of `table`. Throws config_error (or a
-  /// backend's exception).
+  /// Builds version `version` of a model, or of an ensemble over the READY models of `table`.
+  /// Throws config_error (or a backend's exception).
   [[nodiscard]] std::shared_ptr<const loaded_model> build(const detail::model_source& source,
+                                                          std::int64_t version,
                                                           const detail::repository_table& table) {
+    const model_options config = source.config_for(version);
     std::unique_ptr<loaded_model> built;
-    if (detail::is_ensemble_config(source.config)) {
+    if (detail::is_ensemble_config(config)) {
       // The ensemble keeps model_refs, so it holds the composing models' shared_ptrs: they live
       // until it is destroyed, whatever the repository publishes meanwhile.
       model_registry registry;
       std::vector<std::shared_ptr<const loaded_model>> composing;
-      if (source.config.ensemble_scheduling) {
-        for (const auto& step : source.config.ensemble_scheduling->step) {
-          const auto it = table.find(step.model_name);
-          if (it == table.end() || !it->second.model ||
-              (step.model_version != -1 &&
-               step.model_version != it->second.model->config().version)) {
+      if (config.ensemble_scheduling) {
+        for (const auto& step : config.ensemble_scheduling->step) {
+          // -1: the latest version served; else that version, if it serves.
+          std::shared_ptr<const loaded_model> target;
+          if (const auto it = table.find(step.model_name); it != table.end()) {
+            if (step.model_version == -1) {
+              target = it->second.model;
+            } else if (const auto v = it->second.versions.find(step.model_version);
+                       v != it->second.versions.end()) {
+              target = v->second.model;
+            }
+          }
+          if (!target) {
             continue; // runtime_ensemble names the step and the model it misses
           }
-          if (std::find(composing.begin(), composing.end(), it->second.model) == composing.end()) {
-            registry.add(it->second.model->model());
-            composing.push_back(it->second.model);
+          if (std::find(composing.begin(), composing.end(), target) == composing.end()) {
+            registry.add(target->model());
+            composing.push_back(std::move(target));
           }
         }
       }
-      auto ensemble = any_model::make<runtime_ensemble>(source.config, registry);
-      built = std::make_unique<loaded_model>(source.config, source.config_file, std::move(ensemble),
+      auto ensemble = any_model::make<runtime_ensemble>(config, registry, environment_.cache.get());
+      built = std::make_unique<loaded_model>(config, source.config_file, std::move(ensemble),
                                              std::move(composing), true);
     } else {
       built =
-          std::make_unique<loaded_model>(source.config, source.config_file, factory_(source.config),
+          std::make_unique<loaded_model>(config, source.config_file, factory_(config),
                                          std::vector<std::shared_ptr<const loaded_model>>{}, false);
     }
     reaper_->track();
@@ -663,11 +833,17 @@ private:
         }
       }
       if (!cycle.empty()) {
-        entry.model.reset();
-        entry.info = {name, source.config.version, model_state::unavailable, std::move(cycle)};
+        for (const auto v : source.versions) {
+          entry.versions[v];
+        }
+        for (auto& [v, e] : entry.versions) {
+          e.model.reset();
+          e.info = {name, v, model_state::unavailable, cycle};
+        }
+        entry.refresh();
       } else {
-        entry.model.reset(); // never keep an ensemble over composing models being replaced
-        (void)build_into(table, entry);
+        // Never keep an ensemble over composing models being replaced.
+        (void)build_versions(table, entry, /*keep_serving=*/false);
       }
       marks[name] = mark::done;
     };

@@ -57,7 +57,9 @@ public:
   [[nodiscard]] std::span<const tensor_config> inputs() const { return ops_->inputs(self_); }
   [[nodiscard]] std::span<const tensor_config> outputs() const { return ops_->outputs(self_); }
   [[nodiscard]] statistics_snapshot statistics() const { return ops_->statistics(self_); }
-  [[nodiscard]] bool decoupled() const noexcept { return ops_->decoupled; }
+  /// Whether a request may get several responses: the servable's `decoupled()` if it has one
+  /// (a runtime_ensemble knows only once built), else its `traits::decoupled`.
+  [[nodiscard]] bool decoupled() const noexcept { return ops_->decoupled(self_); }
   /// The object behind the handle (for identity checks).
   [[nodiscard]] const void* address() const noexcept { return self_; }
 
@@ -71,7 +73,7 @@ private:
     std::span<const tensor_config> (*inputs)(const void*);
     std::span<const tensor_config> (*outputs)(const void*);
     statistics_snapshot (*statistics)(const void*);
-    bool decoupled;
+    bool (*decoupled)(const void*) noexcept;
   };
 
   template <class M>
@@ -90,7 +92,15 @@ private:
         return static_cast<const M*>(m)->outputs();
       },
       [](const void* m) -> statistics_snapshot { return static_cast<const M*>(m)->statistics(); },
-      static_cast<bool>(M::traits::decoupled)};
+      [](const void* m) noexcept -> bool {
+        if constexpr (requires(const M& x) {
+                        { x.decoupled() } -> std::convertible_to<bool>;
+                      }) {
+          return static_cast<const M*>(m)->decoupled();
+        } else {
+          return static_cast<bool>(M::traits::decoupled);
+        }
+      }};
 
   void* self_;
   const operations* ops_;

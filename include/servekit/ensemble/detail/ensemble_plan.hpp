@@ -72,6 +72,9 @@ struct plan_tensor {
   std::size_t produced_as = 0;     ///< index into the producer's outputs
   std::vector<tensor_reader> readers;
   std::optional<tensor_reader> output; ///< set when this is an ensemble output
+  /// The decoupled step whose responses this tensor varies with (no_index: one value per
+  /// request). A tensor at level D has one value per response of D (an "iteration").
+  std::size_t level = no_index;
 };
 
 struct plan_step {
@@ -83,6 +86,8 @@ struct plan_step {
   std::vector<std::size_t> output_tensors;
   /// What to ask the model for: empty (everything) unless the output_map leaves some out.
   std::vector<std::string> requested_outputs;
+  /// The deepest level among its inputs: it runs once per iteration of that level.
+  std::size_t level = no_index;
 };
 
 /// An ensemble ready to run.
@@ -96,6 +101,7 @@ struct ensemble_plan {
   std::vector<std::size_t> order;            ///< steps, every producer before its readers
   std::vector<tensor_config> input_configs;  ///< declared or derived; type invalid: unknown
   std::vector<tensor_config> output_configs; ///< same
+  bool decoupled = false; ///< a step is decoupled: the ensemble streams a response per iteration
 
   [[nodiscard]] std::size_t tensor_index(std::string_view tensor) const noexcept {
     for (std::size_t t = 0; t < tensors.size(); ++t) {
@@ -104,6 +110,16 @@ struct ensemble_plan {
       }
     }
     return no_index;
+  }
+  /// Whether iterations of level `a` contain those of level `b` (a level contains itself; the
+  /// request's single iteration, no_index, contains every level).
+  [[nodiscard]] bool level_contains(std::size_t a, std::size_t b) const noexcept {
+    for (; b != no_index; b = steps[b].level) {
+      if (a == b) {
+        return true;
+      }
+    }
+    return a == no_index;
   }
   [[nodiscard]] std::size_t output_position(std::size_t tensor) const noexcept {
     const auto it = std::find(outputs.begin(), outputs.end(), tensor);
@@ -158,6 +174,54 @@ struct ensemble_layout {
     r.adaptation = batch_adaptation::drop_batch;
   }
   return r;
+}
+
+/// Works out which decoupled step each tensor and step iterates with (Triton §2.4: every
+/// response of a decoupled step is a new iteration downstream). A step reading tensors of two
+/// levels where neither contains the other (two independent decoupled streams) is refused: their
+/// responses have no pairing (Triton pairs them by arrival index, or refuses them).
+inline void assign_levels(ensemble_plan& plan, const std::vector<composing_model_info>& models,
+                          const std::string& name) {
+  const auto conflict = [&](std::string where, std::string path, std::size_t a, std::size_t b) {
+    const auto who = [&](std::size_t s) {
+      return "step " + std::to_string(s) + " (model '" + models[s].name + "')";
+    };
+    throw config_error(config_error_code::bad_value, std::move(path),
+                       "ensemble '" + name + "': " + where +
+                           " reads tensors streamed by two independent decoupled steps, " + who(a) +
+                           " and " + who(b) + "; their responses cannot be paired into iterations");
+  };
+  for (const std::size_t s : plan.order) {
+    auto& step = plan.steps[s];
+    std::size_t level = no_index;
+    for (const std::size_t t : step.input_tensors) {
+      const std::size_t l = plan.tensors[t].level;
+      if (plan.level_contains(l, level)) {
+        continue; // `level` is as deep or deeper
+      }
+      if (!plan.level_contains(level, l)) {
+        conflict("step " + std::to_string(s) + " (model '" + models[s].name + "')",
+                 "/ensemble_scheduling/step/" + std::to_string(s), level, l);
+      }
+      level = l;
+    }
+    step.level = level;
+    plan.decoupled = plan.decoupled || models[s].decoupled;
+    for (const std::size_t t : step.output_tensors) {
+      plan.tensors[t].level = models[s].decoupled ? s : level;
+    }
+  }
+  std::size_t level = no_index;
+  for (const std::size_t t : plan.outputs) {
+    const std::size_t l = plan.tensors[t].level;
+    if (plan.level_contains(l, level)) {
+      continue;
+    }
+    if (!plan.level_contains(level, l)) {
+      conflict("its response", "/output", level, l);
+    }
+    level = l;
+  }
 }
 
 /// Checks `layout` against the composing models as configured (the same checks as at compile
@@ -335,6 +399,7 @@ struct ensemble_layout {
     }
     plan.output_configs.push_back(std::move(derived));
   }
+  assign_levels(plan, models, layout.name);
   for (std::size_t s = 0; s < n; ++s) {
     plan.steps[s].model = std::move(models[s]);
   }

@@ -5,6 +5,7 @@
 /// does, outside the run's lock) and reads no clock.
 
 #include <servekit/core/buffer.hpp>
+#include <servekit/core/clock.hpp>
 #include <servekit/core/detail/block_pool.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
@@ -17,6 +18,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -24,9 +27,6 @@
 #include <vector>
 
 namespace servekit::detail {
-
-/// Steps that became ready in one event (rarely more than a few).
-using ready_steps = boost::container::small_vector<std::size_t, 8>;
 
 /// Bytes that several readers of one tensor share: each reader gets a buffer that aliases them
 /// and drops a reference when destroyed. This is how one step output feeds two steps (or a step
@@ -66,87 +66,160 @@ private:
 
 /// One request's progress through an ensemble. Every member function except
 /// `make_step_request` is called under `mutex`; see there for why that one need not be.
+///
+/// A request runs in iterations (Triton's ensemble scheduler): the request itself is the root
+/// iteration, holding its inputs and every tensor computed once per request. Each response of a
+/// decoupled step that carries outputs opens a child iteration at that step's level, holding
+/// the tensors that vary with it; a step runs once per iteration of its level, reading the
+/// tensors of that iteration and of its ancestors. A plan without decoupled steps only ever has
+/// the root.
 class ensemble_run {
 public:
+  enum class step_phase : std::uint8_t { waiting, started, finished, not_started };
+
+  struct slot {
+    tensor value;
+    shared_bytes* shared = nullptr; ///< set when more than one reader takes the value
+    std::uint32_t uses = 0;         ///< readers in this request (root: needed steps, response)
+    bool present = false;
+  };
+  struct step_state {
+    std::uint32_t missing = 0; ///< input mappings whose tensor has not arrived
+    bool needed = false;       ///< meaningful in the root
+    step_phase phase = step_phase::waiting;
+    time_point sent{}; ///< when the executor sent it (written and read by the executor only)
+  };
+
+  /// The tensors and step states of one iteration.
+  struct iteration {
+    iteration(const ensemble_plan& plan, iteration* up, std::size_t at)
+        : parent{up}, level{at}, slots(plan.tensors.size()), steps(plan.steps.size()) {}
+    iteration(const iteration&) = delete;
+    iteration& operator=(const iteration&) = delete;
+    ~iteration() {
+      for (auto& s : slots) {
+        if (s.shared != nullptr) {
+          s.shared->drop();
+        }
+      }
+    }
+    iteration* parent = nullptr;
+    std::size_t level = no_index; ///< the decoupled step it is a response of (root: no_index)
+    std::vector<slot, pool_allocator<slot>> slots;
+    std::vector<step_state, pool_allocator<step_state>> steps;
+    std::uint32_t response_missing = 0; ///< requested outputs not yet visible (decoupled plans)
+  };
+
+  /// A step to send, in the iteration it runs in.
+  struct launch {
+    std::size_t step = 0;
+    iteration* where = nullptr;
+  };
+
   ensemble_run(const ensemble_plan& plan, request&& r, response_sink&& sink, std::int64_t elements)
       : plan_{&plan}, request_{std::move(r)}, sink_{std::move(sink)}, elements_{elements},
-        slots_(plan.tensors.size()), steps_(plan.steps.size()) {}
+        root_{plan, nullptr, no_index} {}
 
   ensemble_run(const ensemble_run&) = delete;
   ensemble_run& operator=(const ensemble_run&) = delete;
-  ~ensemble_run() {
-    for (auto& s : slots_) {
-      if (s.shared != nullptr) {
-        s.shared->drop();
-      }
-    }
-  }
+  ~ensemble_run() = default;
 
   std::mutex mutex;
 
   /// Marks the steps the requested outputs need (pruning the rest), places the inputs and
   /// collects the steps that can start at once.
-  void start(ready_steps& ready) {
+  template <class Ready>
+  void start(Ready& ready) {
     const auto& plan = *plan_;
+    auto& slots = root_.slots;
+    auto& steps = root_.steps;
     for (const std::size_t o : plan.outputs) {
       if (request_.wants_output(plan.tensors[o].name)) {
-        ++slots_[o].uses;
+        ++slots[o].uses;
+        ++root_.response_missing;
+        const std::size_t l = plan.tensors[o].level;
+        if (plan.level_contains(output_level_, l)) {
+          output_level_ = l;
+        }
       }
+    }
+    if (output_level_ != no_index) {
+      root_.response_missing = 0; // responses are counted in the iterations of that level
     }
     for (auto it = plan.order.rbegin(); it != plan.order.rend(); ++it) {
       const std::size_t s = *it;
       const auto& step = plan.steps[s];
       bool needed = false;
       for (const std::size_t t : step.output_tensors) {
-        needed = needed || slots_[t].uses != 0;
+        needed = needed || slots[t].uses != 0;
       }
       if (!needed) {
         continue;
       }
-      steps_[s].needed = true;
-      steps_[s].missing = static_cast<std::uint32_t>(step.input_tensors.size());
+      steps[s].needed = true;
+      if (step.level == no_index) {
+        steps[s].missing = static_cast<std::uint32_t>(step.input_tensors.size());
+      }
       for (const std::size_t t : step.input_tensors) {
-        ++slots_[t].uses;
+        ++slots[t].uses;
       }
     }
     for (std::size_t i = 0; i < plan.inputs.size(); ++i) {
       const std::size_t t = plan.inputs[i];
       if (tensor* in = request_.find_input(plan.tensors[t].name); in != nullptr) {
-        arrive(t, std::move(*in), ready);
+        arrive(root_, t, std::move(*in), ready);
       }
     }
     for (const std::size_t s : plan.order) {
-      if (steps_[s].needed && steps_[s].missing == 0 && steps_[s].phase == step_phase::waiting) {
-        begin(s, ready); // a step without inputs
+      if (steps[s].needed && plan.steps[s].level == no_index && steps[s].missing == 0 &&
+          steps[s].phase == step_phase::waiting) {
+        begin(root_, s, ready); // a step without inputs
       }
     }
     request_.inputs.clear();
   }
 
-  /// A step's response arrived (or its submit failed: pass the failure as a response).
-  void step_finished(std::size_t s, response&& r, ready_steps& ready) {
-    --in_flight_;
-    steps_[s].phase = step_phase::finished;
+  /// A response of step `s` (run in `where`) arrived, or its submit failed (pass the failure
+  /// as a final response). A decoupled step's responses with outputs each open an iteration.
+  template <class Ready>
+  void step_answered(iteration& where, std::size_t s, response&& r, Ready& ready) {
+    if (r.final) {
+      --in_flight_;
+      where.steps[s].phase = step_phase::finished;
+    }
     if (!r.ok()) {
       fail(s, r.status);
       return;
     }
-    timing_.queue_ns += r.timing.queue_ns;
-    timing_.compute_input_ns += r.timing.compute_input_ns;
-    timing_.compute_infer_ns += r.timing.compute_infer_ns;
-    timing_.compute_output_ns += r.timing.compute_output_ns;
+    const auto& step = plan_->steps[s];
+    if (!r.final && !step.model.decoupled) {
+      fail(s, internal_error("it sent a non-final response, but it is not declared decoupled"));
+      return;
+    }
+    if (r.final) {
+      timing_.queue_ns += r.timing.queue_ns;
+      timing_.compute_input_ns += r.timing.compute_input_ns;
+      timing_.compute_infer_ns += r.timing.compute_infer_ns;
+      timing_.compute_output_ns += r.timing.compute_output_ns;
+    }
     if (!error_.ok()) {
       return; // the request has failed: later outputs are dropped, nothing new starts
     }
-    const auto& step = plan_->steps[s];
+    iteration* into = &where;
+    if (step.model.decoupled) {
+      if (r.outputs.empty()) {
+        return; // an empty response (typically the final flag alone) is no iteration
+      }
+      into = &open_iteration(where, s);
+    }
     for (std::size_t k = 0; k < step.output_tensors.size(); ++k) {
       const std::size_t t = step.output_tensors[k];
-      if (slots_[t].uses == 0) {
+      if (root_.slots[t].uses == 0) {
         continue; // pruned: nobody reads it in this request
       }
       for (auto& out : r.outputs) {
         if (out.name == step.output_names[k]) {
-          arrive(t, std::move(out), ready);
+          arrive(*into, t, std::move(out), ready);
           break;
         }
       }
@@ -154,9 +227,9 @@ public:
   }
 
   /// A step that became ready did not start (the request failed or was cancelled first).
-  void step_not_started(std::size_t s, const status& why) {
+  void step_not_started(iteration& where, std::size_t s, const status& why) {
     --in_flight_;
-    steps_[s].phase = step_phase::not_started;
+    where.steps[s].phase = step_phase::not_started;
     fail(s, why);
   }
 
@@ -170,9 +243,10 @@ public:
   /// and its inputs taken from the slots (moved when this step is the only reader, else an
   /// alias of shared bytes). Called without the lock: a ready step's input slots are complete
   /// (written under the lock before the step was made ready) and this step is the only one
-  /// that moves from a slot it reads alone.
-  [[nodiscard]] request make_step_request(std::size_t s) {
-    const auto& step = plan_->steps[s];
+  /// that moves from a slot it reads alone. (In a decoupled plan every read slot is shared, so
+  /// readers in several iterations only ever alias it.)
+  [[nodiscard]] request make_step_request(const launch& l) {
+    const auto& step = plan_->steps[l.step];
     request out;
     out.id = request_.id;
     out.priority = request_.priority;
@@ -185,7 +259,7 @@ public:
     out.inputs.reserve(step.input_tensors.size());
     for (std::size_t i = 0; i < step.input_tensors.size(); ++i) {
       const std::size_t t = step.input_tensors[i];
-      tensor in = take(t);
+      tensor in = take(*slot_of(*l.where, t));
       in.name = step.input_names[i];
       adapt_shape(in.shape, plan_->tensors[t].readers[step.input_readers[i]]);
       out.inputs.push_back(std::move(in));
@@ -193,7 +267,8 @@ public:
     return out;
   }
 
-  /// The final response, once `done()`: the first failure, or every requested output.
+  /// The final response of a non-decoupled plan, once `done()`: the first failure, or every
+  /// requested output.
   [[nodiscard]] response take_response() {
     response out;
     out.id = request_.id;
@@ -206,19 +281,44 @@ public:
       if (!request_.wants_output(plan.tensors[t].name)) {
         continue;
       }
-      if (!slots_[t].present) {
+      if (!root_.slots[t].present) {
         out.status =
             invalid_argument("in ensemble '" + plan.name + "', output '" + plan.tensors[t].name +
                              "' was not produced: " + why_missing(t));
         out.outputs.clear();
         return out;
       }
-      tensor value = take(t);
-      value.name = plan.tensors[t].name;
-      adapt_shape(value.shape, *plan.tensors[t].output);
-      out.outputs.push_back(std::move(value));
+      out.outputs.push_back(output_value(root_, t));
     }
     return out;
+  }
+
+  // --- Streaming (decoupled plans): responses wait in `outbox` for the one thread that
+  // delivers them (`draining`), so the client's sink is never called by two threads at once
+  // and the final response is the last one it sees.
+
+  std::deque<response> outbox;
+  bool draining = false;
+
+  /// Once `done()`: queues the final response (once). It is the error, if any; else the last
+  /// queued response, when not yet delivered, becomes final (as Triton sets FINAL on the
+  /// response made when no step is left in flight); else an empty final response.
+  void queue_final() {
+    if (final_queued_) {
+      return;
+    }
+    final_queued_ = true;
+    if (!error_.ok()) {
+      outbox.push_back(response::failure(error_, request_.id));
+      return;
+    }
+    if (!outbox.empty() && outbox.back().ok()) {
+      outbox.back().final = true;
+      return;
+    }
+    response out;
+    out.id = request_.id;
+    outbox.push_back(std::move(out));
   }
 
   [[nodiscard]] const request& original() const noexcept { return request_; }
@@ -226,45 +326,142 @@ public:
   [[nodiscard]] std::int64_t elements() const noexcept { return elements_; }
   /// The steps' timings summed (for the ensemble's own queue and compute statistics).
   [[nodiscard]] const request_timing& step_timing() const noexcept { return timing_; }
+  [[nodiscard]] const status& error() const noexcept { return error_; }
+  /// Responses queued or delivered so far (decoupled plans).
+  [[nodiscard]] std::uint64_t responses() const noexcept { return responses_; }
 
 private:
-  enum class step_phase : std::uint8_t { waiting, started, finished, not_started };
+  /// The iteration at tensor `t`'s level seen from `from` (`from` or an ancestor).
+  [[nodiscard]] iteration* owner_of(iteration& from, std::size_t t) noexcept {
+    const std::size_t level = plan_->tensors[t].level;
+    for (iteration* i = &from; i != nullptr; i = i->parent) {
+      if (i->level == level) {
+        return i;
+      }
+    }
+    return nullptr;
+  }
+  [[nodiscard]] slot* slot_of(iteration& from, std::size_t t) noexcept {
+    iteration* i = owner_of(from, t);
+    return i == nullptr ? nullptr : &i->slots[t];
+  }
+  [[nodiscard]] bool visible(iteration& from, std::size_t t) noexcept {
+    const slot* s = slot_of(from, t);
+    return s != nullptr && s->present;
+  }
+  [[nodiscard]] static bool within(const iteration& inner, const iteration& outer) noexcept {
+    for (const iteration* i = &inner; i != nullptr; i = i->parent) {
+      if (i == &outer) {
+        return true;
+      }
+    }
+    return false;
+  }
 
-  struct slot {
-    tensor value;
-    shared_bytes* shared = nullptr; ///< set when more than one reader takes the value
-    std::uint32_t uses = 0;         ///< readers in this request (needed steps, the response)
-    bool present = false;
-  };
-  struct step_state {
-    std::uint32_t missing = 0; ///< input mappings whose tensor has not arrived
-    bool needed = false;
-    step_phase phase = step_phase::waiting;
-  };
+  /// A response of decoupled step `s` run in `parent`: a new iteration at level `s`, with the
+  /// steps of that level waiting for whatever is not visible from it yet.
+  iteration& open_iteration(iteration& parent, std::size_t s) {
+    auto& it = *more_.emplace_back(std::make_unique<iteration>(*plan_, &parent, s));
+    const auto& plan = *plan_;
+    for (std::size_t r = 0; r < plan.steps.size(); ++r) {
+      if (!root_.steps[r].needed || plan.steps[r].level != s) {
+        continue;
+      }
+      for (const std::size_t t : plan.steps[r].input_tensors) {
+        it.steps[r].missing += visible(it, t) ? 0U : 1U;
+      }
+    }
+    if (output_level_ == s) {
+      for (const std::size_t o : plan.outputs) {
+        if (request_.wants_output(plan.tensors[o].name) && !visible(it, o)) {
+          ++it.response_missing;
+        }
+      }
+    }
+    return it;
+  }
 
-  void arrive(std::size_t t, tensor&& value, ready_steps& ready) {
-    slot& sl = slots_[t];
+  template <class Ready>
+  void arrive(iteration& at, std::size_t t, tensor&& value, Ready& ready) {
+    const auto& plan = *plan_;
+    slot& sl = at.slots[t];
     sl.value = std::move(value);
     sl.present = true;
-    if (sl.uses > 1) {
+    const std::uint32_t uses = root_.slots[t].uses;
+    if (uses > 1 || (plan.decoupled && uses > 0)) {
       sl.shared = shared_bytes::adopt(std::move(sl.value.data));
     }
-    for (const auto& reader : plan_->tensors[t].readers) {
-      step_state& st = steps_[reader.step];
-      if (st.needed && --st.missing == 0) {
-        begin(reader.step, ready);
+    for (const auto& reader : plan.tensors[t].readers) {
+      const std::size_t r = reader.step;
+      if (!root_.steps[r].needed) {
+        continue;
+      }
+      const std::size_t level = plan.steps[r].level;
+      if (level == at.level) {
+        input_arrived(at, r, ready);
+        continue;
+      }
+      for (auto& deeper : more_) { // a tensor an iteration below was waiting for
+        if (deeper->level == level && within(*deeper, at)) {
+          input_arrived(*deeper, r, ready);
+        }
+      }
+    }
+    if (!plan.decoupled || !plan.tensors[t].output ||
+        !request_.wants_output(plan.tensors[t].name)) {
+      return;
+    }
+    if (output_level_ == at.level) {
+      output_arrived(at);
+      return;
+    }
+    for (auto& deeper : more_) {
+      if (deeper->level == output_level_ && within(*deeper, at)) {
+        output_arrived(*deeper);
       }
     }
   }
 
-  void begin(std::size_t s, ready_steps& ready) {
-    steps_[s].phase = step_phase::started;
-    ++in_flight_;
-    ready.push_back(s);
+  template <class Ready>
+  void input_arrived(iteration& at, std::size_t s, Ready& ready) {
+    step_state& st = at.steps[s];
+    if (st.missing != 0 && --st.missing == 0 && st.phase == step_phase::waiting) {
+      begin(at, s, ready);
+    }
   }
 
-  [[nodiscard]] tensor take(std::size_t t) {
-    slot& sl = slots_[t];
+  /// Every requested output of an iteration is there: one streamed response.
+  void output_arrived(iteration& at) {
+    if (at.response_missing == 0 || --at.response_missing != 0) {
+      return;
+    }
+    response out;
+    out.id = request_.id;
+    out.final = false;
+    for (const std::size_t t : plan_->outputs) {
+      if (request_.wants_output(plan_->tensors[t].name)) {
+        out.outputs.push_back(output_value(at, t));
+      }
+    }
+    ++responses_;
+    outbox.push_back(std::move(out));
+  }
+
+  [[nodiscard]] tensor output_value(iteration& from, std::size_t t) {
+    tensor value = take(*slot_of(from, t));
+    value.name = plan_->tensors[t].name;
+    adapt_shape(value.shape, *plan_->tensors[t].output);
+    return value;
+  }
+
+  template <class Ready>
+  void begin(iteration& at, std::size_t s, Ready& ready) {
+    at.steps[s].phase = step_phase::started;
+    ++in_flight_;
+    ready.push_back(launch{s, &at});
+  }
+
+  [[nodiscard]] static tensor take(slot& sl) {
     if (sl.shared == nullptr) {
       return std::move(sl.value);
     }
@@ -289,12 +486,12 @@ private:
     }
     const auto& step = plan.steps[p];
     const std::string who = "step " + std::to_string(p) + " (model '" + step.model.name + "')";
-    if (steps_[p].phase == step_phase::finished) {
+    if (root_.steps[p].phase == step_phase::finished) {
       return who + " did not return output '" + step.output_names[plan.tensors[t].produced_as] +
              "'";
     }
     for (const std::size_t in : step.input_tensors) {
-      if (!slots_[in].present) {
+      if (!root_.slots[in].present) {
         return who + " did not run: tensor '" + plan.tensors[in].name +
                "' was not produced: " + why_missing(in);
       }
@@ -306,11 +503,17 @@ private:
   request request_;
   response_sink sink_;
   std::int64_t elements_ = 1;
-  std::vector<slot, pool_allocator<slot>> slots_;
-  std::vector<step_state, pool_allocator<step_state>> steps_;
+  iteration root_;
+  std::vector<std::unique_ptr<iteration>> more_; ///< iterations opened by decoupled steps
+  std::size_t output_level_ = no_index;          ///< the level the requested outputs vary with
   std::uint32_t in_flight_ = 0; ///< steps started (or about to start) and not yet answered
+  std::uint64_t responses_ = 0;
+  bool final_queued_ = false;
   status error_;
   request_timing timing_;
 };
+
+/// Steps that became ready in one event (rarely more than a few).
+using ready_steps = boost::container::small_vector<ensemble_run::launch, 8>;
 
 } // namespace servekit::detail
