@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -79,10 +80,10 @@ model_options every_field() {
   db.priority.priority_queue_policy[3] = {};
   o.dynamic_batching = db;
   o.instance_group = {
-      {"gpu_group", servekit::instance_group_kind::kind_gpu, 2, {0, 1}},
-      {"", servekit::instance_group_kind::kind_cpu, 3, {}},
-      {"auto", servekit::instance_group_kind::kind_auto, 1, {2}},
-      {"backend_placed", servekit::instance_group_kind::kind_model, 1, {}},
+      {"gpu_group", servekit::instance_group_kind::kind_gpu, 2, {0, 1}, std::nullopt},
+      {"", servekit::instance_group_kind::kind_cpu, 3, {}, std::nullopt},
+      {"auto", servekit::instance_group_kind::kind_auto, 1, {2}, std::nullopt},
+      {"backend_placed", servekit::instance_group_kind::kind_model, 1, {}, std::nullopt},
   };
   o.parameters = {{"path/with~chars", "a"}, {"empty", ""}, {"threads", "4"}};
   return o;
@@ -481,7 +482,8 @@ TEST(model_config_json, unknown_top_level_field_is_named_with_the_known_ones) {
   EXPECT_TRUE(fails_with(R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
                          "known: name, version, backend, platform, max_batch_size, input, output, "
                          "dynamic_batching, sequence_batching, ensemble_scheduling, "
-                         "instance_group, parameters)"));
+                         "instance_group, model_transaction_policy, response_cache, "
+                         "model_warmup, version_policy, parameters)"));
 }
 
 TEST(model_config_json, unknown_nested_field_points_into_its_message) {
@@ -513,12 +515,11 @@ TEST(model_config_json, unknown_field_suggests_the_closest_known_name) {
 }
 
 TEST(model_config_json, unsupported_triton_fields_are_refused_by_name) {
-  EXPECT_TRUE(fails_with(R"({"response_cache": {}})", config_error_code::unknown_field,
-                         "/response_cache",
-                         "field 'response_cache' is not supported by this build of servekit yet"));
+  EXPECT_TRUE(fails_with(R"({"optimization": {}})", config_error_code::unknown_field,
+                         "/optimization",
+                         "field 'optimization' is not supported by this build of servekit yet"));
   for (const auto* field :
-       {"response_cache", "model_transaction_policy", "model_warmup", "version_policy",
-        "optimization", "batch_input", "batch_output", "model_metrics", "metric_tags"}) {
+       {"optimization", "batch_input", "batch_output", "model_metrics", "metric_tags"}) {
     const std::string text = std::string{R"({")"} + field + R"(": {}})";
     EXPECT_TRUE(fails_with(text, config_error_code::unknown_field, std::string{"/"} + field,
                            "is not supported by this build of servekit yet"));
@@ -526,9 +527,9 @@ TEST(model_config_json, unsupported_triton_fields_are_refused_by_name) {
 }
 
 TEST(model_config_json, unsupported_nested_triton_fields_are_refused_by_name) {
-  EXPECT_TRUE(fails_with(R"({"instance_group": [{"count": 1, "rate_limiter": {}}]})",
-                         config_error_code::unknown_field, "/instance_group/0/rate_limiter",
-                         "field 'rate_limiter' is not supported by this build of servekit yet"));
+  EXPECT_TRUE(fails_with(R"({"instance_group": [{"count": 1, "passive": true}]})",
+                         config_error_code::unknown_field, "/instance_group/0/passive",
+                         "field 'passive' is not supported by this build of servekit yet"));
   EXPECT_TRUE(fails_with(
       R"({"input": [{"name": "A", "data_type": "FP32", "dims": [1], "reshape": {"shape": []}}]})",
       config_error_code::unknown_field, "/input/0/reshape", "field 'reshape' is not supported"));
@@ -821,7 +822,7 @@ TEST(model_config_json, round_trips_small_configs) {
   b.max_batch_size = 0;
   b.dynamic_batching.emplace();
   b.dynamic_batching->preserve_ordering = true;
-  b.instance_group = {{"g", servekit::instance_group_kind::kind_model, 4, {}}};
+  b.instance_group = {{"g", servekit::instance_group_kind::kind_model, 4, {}, std::nullopt}};
   EXPECT_EQ(load_model_config(save_model_config(b)), b);
 
   model_options c;

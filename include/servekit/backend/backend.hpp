@@ -9,6 +9,16 @@
 ///       void execute(servekit::batch&);
 ///     };
 ///
+/// Optional shared state, constructed and destroyed in Triton's order (docs/lifecycle.md):
+///
+///     struct backend_state { backend_state(); };            // once per backend type, while
+///                                                           // any model of it exists
+///     struct model_state {                                  // once per model, before its
+///       explicit model_state(const servekit::model_context&);  // instances, after them gone
+///       // or (const model_context&, backend_state&)
+///     };
+///     my_backend(const servekit::instance_context&, model_state&);  // or (ctx, backend_state&)
+///
 /// Optional members, detected here and defaulted by backend_traits:
 ///
 ///     static constexpr std::int32_t max_batch_size = 8;   // largest batch it accepts (0: none)
@@ -39,10 +49,30 @@ namespace detail {
 
 // -- required ----------------------------------------------------------------------------------
 
+/// Optional shared state: `typename B::backend_state` (one per backend type, shared by all its
+/// models) and `typename B::model_state` (one per model, shared by its instances).
+template <class B>
+concept declares_backend_state = requires {
+  typename B::backend_state;
+};
+template <class B>
+concept declares_model_state = requires {
+  typename B::model_state;
+};
+
+/// An instance constructor that also takes the model's state (or, without one, the backend's).
+template <class B>
+concept constructible_with_model_state = declares_model_state<B> &&
+    std::constructible_from<B, const instance_context&, typename B::model_state&>;
+template <class B>
+concept constructible_with_backend_state = declares_backend_state<B> &&
+    std::constructible_from<B, const instance_context&, typename B::backend_state&>;
+
 /// Construction is Triton's instance initialise; destruction is its finalise.
 template <class B>
-concept constructible_from_instance_context =
-    std::destructible<B> && std::constructible_from<B, const instance_context&>;
+concept constructible_from_instance_context = std::destructible<B> &&
+    (std::constructible_from<B, const instance_context&> || constructible_with_model_state<B> ||
+     constructible_with_backend_state<B>);
 
 /// One execution of a batch: read the requests, fill one response per request.
 template <class B>
@@ -173,7 +203,9 @@ template <class B>
 consteval bool check_backend() {
   static_assert(detail::constructible_from_instance_context<B>,
                 "servekit: a backend needs a public constructor "
-                "`explicit B(const servekit::instance_context&)` and a public destructor");
+                "`explicit B(const servekit::instance_context&)` (or `B(const "
+                "servekit::instance_context&, model_state&)` when it declares a model_state) and "
+                "a public destructor");
   static_assert(detail::has_execute_batch<B>, "servekit: a backend needs a public member function "
                                               "`void execute(servekit::batch&)`");
   static_assert(!detail::declares_max_batch_size<B> || detail::declares_max_batch_size_as_int<B>,

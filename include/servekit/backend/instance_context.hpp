@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// instance_context: what a backend instance is told when it is constructed.
+/// instance_context: what a backend instance is told when it is constructed (and model_context:
+/// what a backend's optional model-wide state is told).
 
 #include <servekit/backend/tensor_spec.hpp>
 
@@ -19,6 +20,30 @@ enum class instance_kind : std::uint8_t { cpu, gpu, model };
 
 /// Model parameters: Triton's `parameters` map of `{ "key": { "string_value": "..." } }`.
 using parameter_map = std::map<std::string, std::string, std::less<>>;
+
+/// Handed to a backend's optional `model_state` constructor: Triton's TRITONBACKEND_Model, as a
+/// value. Valid while the model exists.
+struct model_context {
+  std::string_view model_name;
+  std::int64_t model_version = 1;
+  std::int32_t max_batch_size = 0; ///< 0: requests carry no batch dimension
+  std::span<const tensor_config> inputs;
+  std::span<const tensor_config> outputs;
+  const parameter_map* parameters = nullptr;
+  std::string_view directory; ///< the model's folder in a repository ("" outside one)
+
+  /// A model parameter's string value, if the config sets it.
+  [[nodiscard]] std::optional<std::string_view> parameter(std::string_view key) const {
+    if (parameters == nullptr) {
+      return std::nullopt;
+    }
+    const auto it = parameters->find(key);
+    if (it == parameters->end()) {
+      return std::nullopt;
+    }
+    return std::string_view{it->second};
+  }
+};
 
 /// Handed to every backend constructor: Triton's TRITONBACKEND_ModelInstance, as a value.
 struct instance_context {

@@ -1004,6 +1004,61 @@ inline void check_gpus_allowed(const instance_group_options& group, const std::s
   }
 }
 
+// instance_group[].rate_limiter (ModelRateLimiter)
+
+inline void read_resource_name(const json& value, const std::string& path,
+                               rate_limiter_resource& out) {
+  out.name = read_string(value, path);
+  if (out.name.empty()) {
+    fail_bad_value(path, "rate limiter resource name must not be empty");
+  }
+}
+
+[[nodiscard]] inline rate_limiter_resource read_rate_limiter_resource(const json& value,
+                                                                      const std::string& path) {
+  static constexpr field_reader<rate_limiter_resource> fields[] = {
+      {"name", read_resource_name},
+      {"global", read_member<&rate_limiter_resource::global>},
+      {"count", read_member<&rate_limiter_resource::count>},
+  };
+  rate_limiter_resource out;
+  read_fields(value, path, out, fields);
+  require_fields(value, path, {"name"});
+  return out;
+}
+
+/// A resource named twice in one group would be counted twice by Triton's pools (the later
+/// entry silently wins); refused so the intent is explicit.
+inline void read_rate_limiter_resources(const json& value, const std::string& path,
+                                        rate_limiter_options& out) {
+  out.resources = read_array<rate_limiter_resource>(value, path, read_rate_limiter_resource);
+  std::map<std::string_view, std::size_t> first_index;
+  for (std::size_t i = 0; i < out.resources.size(); ++i) {
+    const auto [it, inserted] = first_index.emplace(out.resources[i].name, i);
+    if (!inserted) {
+      fail_bad_value(member_path(element_path(path, i), "name"),
+                     "duplicate rate limiter resource '" + out.resources[i].name +
+                         "' (first listed at " + element_path(path, it->second) + ")");
+    }
+  }
+}
+
+[[nodiscard]] inline rate_limiter_options read_rate_limiter(const json& value,
+                                                            const std::string& path) {
+  static constexpr field_reader<rate_limiter_options> fields[] = {
+      {"resources", read_rate_limiter_resources},
+      {"priority", read_member<&rate_limiter_options::priority>},
+  };
+  rate_limiter_options out;
+  read_fields(value, path, out, fields);
+  return out;
+}
+
+inline void read_instance_rate_limiter(const json& value, const std::string& path,
+                                       instance_group_options& out) {
+  out.rate_limiter = read_rate_limiter(value, path);
+}
+
 [[nodiscard]] inline instance_group_options read_instance_group(const json& value,
                                                                 const std::string& path) {
   static constexpr field_reader<instance_group_options> fields[] = {
@@ -1011,9 +1066,10 @@ inline void check_gpus_allowed(const instance_group_options& group, const std::s
       {"kind", read_instance_group_kind},
       {"count", read_instance_count},
       {"gpus", read_instance_gpus},
+      {"rate_limiter", read_instance_rate_limiter},
   };
-  static constexpr std::string_view not_yet_supported[] = {"rate_limiter", "secondary_devices",
-                                                           "profile", "passive", "host_policy"};
+  static constexpr std::string_view not_yet_supported[] = {"secondary_devices", "profile",
+                                                           "passive", "host_policy"};
   instance_group_options out;
   read_fields(value, path, out, fields, not_yet_supported);
   check_gpus_allowed(out, path);
@@ -1111,6 +1167,223 @@ inline void read_ensemble_steps(const json& value, const std::string& path,
 }
 
 // ------------------------------------------------------------------------------------------
+// model_transaction_policy (ModelTransactionPolicy) and response_cache (ModelResponseCache)
+
+[[nodiscard]] inline model_transaction_policy_options
+read_model_transaction_policy(const json& value, const std::string& path) {
+  using options = model_transaction_policy_options;
+  static constexpr field_reader<options> fields[] = {
+      {"decoupled", read_member<&options::decoupled>},
+      {"final_response_timeout_microseconds",
+       read_member<&options::final_response_timeout_microseconds>},
+  };
+  options out;
+  read_fields(value, path, out, fields);
+  return out;
+}
+
+inline void read_model_transaction_policy_field(const json& value, const std::string& path,
+                                                model_options& out) {
+  out.model_transaction_policy = read_model_transaction_policy(value, path);
+}
+
+inline void read_response_cache_field(const json& value, const std::string& path,
+                                      model_options& out) {
+  static constexpr field_reader<response_cache_options> fields[] = {
+      {"enable", read_member<&response_cache_options::enable>},
+  };
+  response_cache_options cache;
+  read_fields(value, path, cache, fields);
+  out.response_cache = cache;
+}
+
+// ------------------------------------------------------------------------------------------
+// model_warmup[] (ModelWarmup)
+
+inline void read_warmup_data_type(const json& value, const std::string& path,
+                                  warmup_input_options& out) {
+  out.type = read_data_type(value, path);
+}
+
+/// A warmup input has a concrete shape: every dimension >= 0, no -1 (the batch dimension is
+/// left out; batch_size adds it).
+inline void read_warmup_dims(const json& value, const std::string& path,
+                             warmup_input_options& out) {
+  out.dims = read_array<std::int64_t>(value, path, [](const json& dim, const std::string& at) {
+    const auto size = read_integer<std::int64_t>(dim, at);
+    if (size < 0) {
+      fail_bad_value(at, "warmup dimensions must be >= 0 (a warmup input has a concrete shape; "
+                         "-1 is not allowed), got " +
+                             std::to_string(size));
+    }
+    return size;
+  });
+  if (out.dims.size() > shape::max_rank) {
+    fail_bad_value(path, "at most " + std::to_string(shape::max_rank) +
+                             " dimensions are supported, got " + std::to_string(out.dims.size()));
+  }
+}
+
+/// zero_data and random_data are protobuf bools; only `true` says what it means.
+[[nodiscard]] inline bool read_true_flag(const json& value, const std::string& path,
+                                         std::string_view field) {
+  if (!read_bool(value, path)) {
+    fail_bad_value(path, "'" + std::string{field} +
+                             "' must be true when present (it picks the input's data source)");
+  }
+  return true;
+}
+
+inline void read_warmup_zero_data(const json& value, const std::string& path,
+                                  warmup_input_options& out) {
+  (void)read_true_flag(value, path, "zero_data");
+  out.kind = warmup_data_kind::zero_data;
+}
+
+inline void read_warmup_random_data(const json& value, const std::string& path,
+                                    warmup_input_options& out) {
+  (void)read_true_flag(value, path, "random_data");
+  out.kind = warmup_data_kind::random_data;
+}
+
+/// A file name under `<model>/warmup/`: relative, and never leaving that folder.
+inline void read_warmup_input_data_file(const json& value, const std::string& path,
+                                        warmup_input_options& out) {
+  out.input_data_file = read_string(value, path);
+  const std::string& file = out.input_data_file;
+  const bool escapes = file.find("..") != std::string::npos;
+  if (file.empty() || file.front() == '/' || escapes) {
+    fail_bad_value(path, "input_data_file must name a file under the model's warmup/ folder "
+                         "(relative, without '..'), got " +
+                             quoted_json(value));
+  }
+  out.kind = warmup_data_kind::input_data_file;
+}
+
+[[nodiscard]] inline warmup_input_options read_warmup_input(const json& value,
+                                                            const std::string& path) {
+  static constexpr field_reader<warmup_input_options> fields[] = {
+      {"data_type", read_warmup_data_type},
+      {"dims", read_warmup_dims},
+      {"zero_data", read_warmup_zero_data},
+      {"random_data", read_warmup_random_data},
+      {"input_data_file", read_warmup_input_data_file},
+  };
+  expect_object(value, path);
+  check_oneof(value, path, "input_data_type", {"zero_data", "random_data", "input_data_file"});
+  warmup_input_options out;
+  read_fields(value, path, out, fields);
+  require_fields(value, path, {"data_type", "dims"});
+  if (!value.contains("zero_data") && !value.contains("random_data") &&
+      !value.contains("input_data_file")) {
+    fail_bad_value(path, "a warmup input needs its data source: set one of 'zero_data', "
+                         "'random_data' or 'input_data_file' (the oneof input_data_type)");
+  }
+  return out;
+}
+
+inline void read_warmup_inputs(const json& value, const std::string& path,
+                               model_warmup_options& out) {
+  expect_object(value, path, "an object of {\"input name\": {data_type, dims, zero_data|...}}");
+  for (const auto& [name, input] : value.items()) {
+    out.inputs.emplace(name, read_warmup_input(input, member_path(path, name)));
+  }
+}
+
+[[nodiscard]] inline model_warmup_options read_model_warmup_sample(const json& value,
+                                                                   const std::string& path) {
+  using options = model_warmup_options;
+  static constexpr field_reader<options> fields[] = {
+      {"name", read_member<&options::name>},
+      {"batch_size", read_member<&options::batch_size>},
+      {"inputs", read_warmup_inputs},
+      {"count", read_member<&options::count>},
+  };
+  options out;
+  read_fields(value, path, out, fields);
+  return out;
+}
+
+inline void read_model_warmup(const json& value, const std::string& path, model_options& out) {
+  out.model_warmup = read_array<model_warmup_options>(value, path, read_model_warmup_sample);
+}
+
+// ------------------------------------------------------------------------------------------
+// version_policy (ModelVersionPolicy): oneof latest / all / specific
+
+inline void read_num_versions(const json& value, const std::string& path,
+                              version_policy_options& out) {
+  out.num_versions = read_integer<std::uint32_t>(value, path);
+  if (out.num_versions == 0) {
+    fail_bad_value(path, "num_versions must be at least 1");
+  }
+}
+
+inline void read_latest_policy(const json& value, const std::string& path,
+                               version_policy_options& out) {
+  static constexpr field_reader<version_policy_options> fields[] = {
+      {"num_versions", read_num_versions},
+  };
+  out.kind = version_policy_options::kind_type::latest;
+  read_fields(value, path, out, fields);
+}
+
+inline void read_all_policy(const json& value, const std::string& path,
+                            version_policy_options& out) {
+  out.kind = version_policy_options::kind_type::all;
+  read_fields<version_policy_options>(value, path, out, {});
+}
+
+[[nodiscard]] inline std::int64_t read_version_number(const json& value, const std::string& path) {
+  const auto version = read_integer<std::int64_t>(value, path);
+  if (version < 1) {
+    fail_bad_value(path, "a model version must be >= 1, got " + std::to_string(version));
+  }
+  return version;
+}
+
+inline void read_specific_versions(const json& value, const std::string& path,
+                                   version_policy_options& out) {
+  out.versions = read_array<std::int64_t>(value, path, read_version_number);
+  for (std::size_t i = 1; i < out.versions.size(); ++i) {
+    const auto first =
+        std::find(out.versions.begin(), out.versions.begin() + static_cast<std::ptrdiff_t>(i),
+                  out.versions[i]);
+    if (first != out.versions.begin() + static_cast<std::ptrdiff_t>(i)) {
+      fail_bad_value(element_path(path, i),
+                     "version " + std::to_string(out.versions[i]) + " is listed twice");
+    }
+  }
+}
+
+inline void read_specific_policy(const json& value, const std::string& path,
+                                 version_policy_options& out) {
+  static constexpr field_reader<version_policy_options> fields[] = {
+      {"versions", read_specific_versions},
+  };
+  out.kind = version_policy_options::kind_type::specific;
+  read_fields(value, path, out, fields);
+  if (out.versions.empty()) {
+    fail_bad_value(member_path(path, "versions"),
+                   "a 'specific' version policy must list at least one version");
+  }
+}
+
+/// `{}` (no choice) is Triton's default, the latest version.
+inline void read_version_policy(const json& value, const std::string& path, model_options& out) {
+  static constexpr field_reader<version_policy_options> fields[] = {
+      {"latest", read_latest_policy},
+      {"all", read_all_policy},
+      {"specific", read_specific_policy},
+  };
+  expect_object(value, path);
+  check_oneof(value, path, "policy_choice", {"latest", "all", "specific"});
+  version_policy_options policy;
+  read_fields(value, path, policy, fields);
+  out.version_policy = std::move(policy);
+}
+
+// ------------------------------------------------------------------------------------------
 // parameters (map<string, ModelParameter>)
 
 inline void read_string_value(const json& value, const std::string& path, std::string& out) {
@@ -1180,18 +1453,14 @@ inline void read_ensemble_scheduling_field(const json& value, const std::string&
 /// drop it from here.
 inline constexpr std::string_view model_config_not_yet_supported[] = {
     "runtime",
-    "version_policy",
     "batch_input",
     "batch_output",
     "optimization",
     "default_model_filename",
     "cc_model_filenames",
     "metric_tags",
-    "model_warmup",
     "model_operations",
-    "model_transaction_policy",
     "model_repository_agents",
-    "response_cache",
     "model_metrics",
 };
 
@@ -1228,11 +1497,87 @@ inline void check_ensemble(const model_options& options) {
   if (!options.instance_group.empty()) {
     refuse("instance_group", "the composing models have the instances");
   }
+  if (!options.model_warmup.empty()) {
+    refuse("model_warmup", "the composing models are warmed up themselves");
+  }
+}
+
+/// Triton's rule: a resource name is either global or per device across a model's groups.
+inline void check_rate_limiter_resources(const model_options& options) {
+  std::map<std::string_view, bool, std::less<>> global_by_name;
+  for (std::size_t g = 0; g < options.instance_group.size(); ++g) {
+    const auto& limiter = options.instance_group[g].rate_limiter;
+    if (!limiter) {
+      continue;
+    }
+    for (std::size_t r = 0; r < limiter->resources.size(); ++r) {
+      const auto& resource = limiter->resources[r];
+      const auto [it, inserted] = global_by_name.emplace(resource.name, resource.global);
+      if (!inserted && it->second != resource.global) {
+        fail_bad_value(element_path(member_path(member_path(element_path("/instance_group", g),
+                                                            "rate_limiter"),
+                                                "resources"),
+                                    r),
+                       "Resource \"" + resource.name +
+                           "\" is present as both global and device-specific resource in the "
+                           "model configuration.");
+      }
+    }
+  }
+}
+
+/// Triton's restrictions of the response cache, and the servekit timeout extension's.
+inline void check_transaction_policy_and_cache(const model_options& options) {
+  const bool decoupled =
+      options.model_transaction_policy && options.model_transaction_policy->decoupled;
+  if (options.model_transaction_policy &&
+      options.model_transaction_policy->final_response_timeout_microseconds != 0 && !decoupled) {
+    fail_bad_value("/model_transaction_policy/final_response_timeout_microseconds",
+                   "final_response_timeout_microseconds applies to decoupled models only; set "
+                   "'decoupled': true or leave it out");
+  }
+  if (!options.response_cache || !options.response_cache->enable) {
+    return;
+  }
+  if (decoupled) {
+    fail_bad_value("/response_cache/enable", "Response Cache does not currently support model " +
+                                                 options.name +
+                                                 " with 'decoupled' transaction policy");
+  }
+  if (options.sequence_batching) {
+    fail_bad_value("/response_cache/enable", "Response Cache does not currently support model " +
+                                                 options.name +
+                                                 " with sequence batching scheduler");
+  }
+}
+
+/// A warmup sample's batch must fit the model: 1 for a model that does not batch
+/// (max_batch_size 0), at most max_batch_size otherwise. batch_size 0 is accepted and the
+/// sample skipped, as Triton does. Without max_batch_size the model checks it when built.
+inline void check_warmup_batch_sizes(const model_options& options) {
+  if (!options.max_batch_size) {
+    return;
+  }
+  const auto largest = static_cast<std::uint32_t>(std::max(*options.max_batch_size, 1));
+  for (std::size_t k = 0; k < options.model_warmup.size(); ++k) {
+    const auto& sample = options.model_warmup[k];
+    if (sample.batch_size > largest) {
+      fail_bad_value(member_path(element_path("/model_warmup", k), "batch_size"),
+                     "warmup sample '" + sample.name + "' has batch_size " +
+                         std::to_string(sample.batch_size) + ", more than the model's " +
+                         (*options.max_batch_size == 0
+                              ? std::string{"1 (max_batch_size 0: the model does not batch)"}
+                              : "max_batch_size " + std::to_string(*options.max_batch_size)));
+    }
+  }
 }
 
 /// The checks that involve more than one field, run after every field is read.
 inline void check_model_options(const model_options& options) {
   check_ensemble(options);
+  check_rate_limiter_resources(options);
+  check_transaction_policy_and_cache(options);
+  check_warmup_batch_sizes(options);
   if (options.dynamic_batching && options.sequence_batching) {
     fail_bad_value("/sequence_batching",
                    "'dynamic_batching' and 'sequence_batching' are both set; a model has one "
@@ -1262,6 +1607,10 @@ inline void check_model_options(const model_options& options) {
       {"sequence_batching", read_sequence_batching_field},
       {"ensemble_scheduling", read_ensemble_scheduling_field},
       {"instance_group", read_instance_groups},
+      {"model_transaction_policy", read_model_transaction_policy_field},
+      {"response_cache", read_response_cache_field},
+      {"model_warmup", read_model_warmup},
+      {"version_policy", read_version_policy},
       {"parameters", read_parameters},
   };
   const std::string root;
@@ -1513,6 +1862,25 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
   return out;
 }
 
+[[nodiscard]] inline json write_rate_limiter(const rate_limiter_options& limiter) {
+  json resources = json::array();
+  for (const auto& resource : limiter.resources) {
+    json entry = json::object();
+    entry["name"] = resource.name;
+    write_flag_if_set(entry, "global", resource.global);
+    entry["count"] = resource.count;
+    resources.push_back(std::move(entry));
+  }
+  json out = json::object();
+  if (!limiter.resources.empty()) {
+    out["resources"] = std::move(resources);
+  }
+  if (limiter.priority != rate_limiter_options{}.priority) {
+    out["priority"] = limiter.priority;
+  }
+  return out;
+}
+
 [[nodiscard]] inline json write_instance_group(const instance_group_options& group) {
   json out = json::object();
   if (!group.name.empty()) {
@@ -1523,7 +1891,75 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
   if (!group.gpus.empty()) {
     out["gpus"] = group.gpus;
   }
+  if (group.rate_limiter) {
+    out["rate_limiter"] = write_rate_limiter(*group.rate_limiter);
+  }
   return out;
+}
+
+[[nodiscard]] inline json
+write_model_transaction_policy(const model_transaction_policy_options& policy) {
+  json out = json::object();
+  write_flag_if_set(out, "decoupled", policy.decoupled);
+  if (policy.final_response_timeout_microseconds != 0) {
+    out["final_response_timeout_microseconds"] = policy.final_response_timeout_microseconds;
+  }
+  return out;
+}
+
+[[nodiscard]] inline json write_response_cache(const response_cache_options& cache) {
+  json out = json::object();
+  write_flag_if_set(out, "enable", cache.enable);
+  return out;
+}
+
+inline constexpr enum_name<warmup_data_kind> warmup_data_kind_names[] = {
+    {warmup_data_kind::zero_data, "zero_data"},
+    {warmup_data_kind::random_data, "random_data"},
+    {warmup_data_kind::input_data_file, "input_data_file"},
+};
+
+[[nodiscard]] inline json write_warmup_input(const warmup_input_options& input) {
+  json out = json::object();
+  out["data_type"] = std::string{to_config_string(input.type)};
+  out["dims"] = input.dims;
+  if (input.kind == warmup_data_kind::input_data_file) {
+    out["input_data_file"] = input.input_data_file;
+  } else {
+    out[enum_spelling(input.kind, warmup_data_kind_names)] = true;
+  }
+  return out;
+}
+
+/// batch_size is always written: left out, Triton would read protobuf's 0 and skip the sample.
+[[nodiscard]] inline json write_model_warmup_sample(const model_warmup_options& sample) {
+  json out = json::object();
+  if (!sample.name.empty()) {
+    out["name"] = sample.name;
+  }
+  out["batch_size"] = sample.batch_size;
+  json inputs = json::object();
+  for (const auto& [name, input] : sample.inputs) {
+    inputs[name] = write_warmup_input(input);
+  }
+  out["inputs"] = std::move(inputs);
+  if (sample.count != 0) {
+    out["count"] = sample.count;
+  }
+  return out;
+}
+
+[[nodiscard]] inline json write_version_policy(const version_policy_options& policy) {
+  using kind = version_policy_options::kind_type;
+  switch (policy.kind) {
+  case kind::all:
+    return json{{"all", json::object()}};
+  case kind::specific:
+    return json{{"specific", json{{"versions", policy.versions}}}};
+  case kind::latest:
+    break;
+  }
+  return json{{"latest", json{{"num_versions", policy.num_versions}}}};
 }
 
 [[nodiscard]] inline json write_parameters(const parameter_map& parameters) {
@@ -1570,6 +2006,23 @@ inline void write_flag_if_set(json& out, const char* key, bool flag) {
       groups.push_back(write_instance_group(group));
     }
     out["instance_group"] = std::move(groups);
+  }
+  if (options.model_transaction_policy) {
+    out["model_transaction_policy"] =
+        write_model_transaction_policy(*options.model_transaction_policy);
+  }
+  if (options.response_cache) {
+    out["response_cache"] = write_response_cache(*options.response_cache);
+  }
+  if (!options.model_warmup.empty()) {
+    json samples = json::array();
+    for (const auto& sample : options.model_warmup) {
+      samples.push_back(write_model_warmup_sample(sample));
+    }
+    out["model_warmup"] = std::move(samples);
+  }
+  if (options.version_policy) {
+    out["version_policy"] = write_version_policy(*options.version_policy);
   }
   if (!options.parameters.empty()) {
     out["parameters"] = write_parameters(options.parameters);

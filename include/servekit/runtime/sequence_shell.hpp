@@ -67,7 +67,7 @@ public:
     if constexpr (traits::decoupled) {
       decoupled_.emplace(options.name, stats, config.final_response_timeout_microseconds);
     }
-    instances_ = detail::create_instances<Backend>(options_, config_, placements_);
+    instances_ = detail::create_instances<Backend>(options_, config_, placements_, &stats_);
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       instances_[i]->thread = std::thread{[this, i] { run_instance(i); }};
     }

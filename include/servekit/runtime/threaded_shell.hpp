@@ -225,7 +225,7 @@ private:
   // -- instances ---------------------------------------------------------------------------------
 
   void create_instances() {
-    instances_ = detail::create_instances<Backend>(options_, config_, placements_);
+    instances_ = detail::create_instances<Backend>(options_, config_, placements_, &stats_);
   }
 
   void start_threads() {

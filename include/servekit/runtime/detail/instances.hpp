@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// What every threaded shell does with backend instances: build them, run `execute` catching
+/// What every threaded shell does with backend instances: build them (with the backend's and
+/// the model's optional shared state, and warmup), run `execute` catching
 /// what it throws, and turn one execution into a statistics record.
 
 #include <servekit/backend/backend.hpp>
@@ -8,12 +9,16 @@
 #include <servekit/core/clock.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/metrics/statistics.hpp>
+#include <servekit/runtime/detail/warmup.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 
+#include <concepts>
+#include <condition_variable>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -22,44 +27,197 @@
 
 namespace servekit::detail {
 
-/// One backend instance and the thread that runs it.
+// -- shared state: backend_state (per backend type) and model_state (per model) ----------------
+
+/// Stands in for a state a backend does not declare.
+struct no_state {};
+
+template <class Backend>
+struct backend_state_of {
+  using type = no_state;
+};
+template <class Backend>
+  requires declares_backend_state<Backend>
+struct backend_state_of<Backend> {
+  using type = typename Backend::backend_state;
+};
+template <class Backend>
+struct model_state_of {
+  using type = no_state;
+};
+template <class Backend>
+  requires declares_model_state<Backend>
+struct model_state_of<Backend> {
+  using type = typename Backend::model_state;
+};
+
+/// A model_state constructor that takes the backend's state too.
+template <class Backend>
+concept model_state_takes_backend_state =
+    declares_model_state<Backend> && declares_backend_state<Backend> &&
+    std::constructible_from<typename Backend::model_state, const model_context&,
+                            typename Backend::backend_state&>;
+
+/// The one backend_state of `Backend` while any model of it holds the returned pointer: built by
+/// the first model (on its thread), destroyed with the last. A model loaded while the previous
+/// state is being destroyed waits for that to finish, so two never overlap.
+template <class Backend>
+[[nodiscard]] std::shared_ptr<typename Backend::backend_state> acquire_backend_state() {
+  using state = typename Backend::backend_state;
+  struct registry {
+    std::mutex mutex;
+    std::condition_variable destroyed;
+    std::weak_ptr<state> current;
+    bool alive = false;
+  };
+  static registry r; // one per backend type, shared by every model
+  std::unique_lock lock{r.mutex};
+  if (auto existing = r.current.lock()) {
+    return existing;
+  }
+  r.destroyed.wait(lock, [] { return !r.alive; });
+  std::shared_ptr<state> created{new state(), [](state* s) {
+                                   delete s;
+                                   const std::lock_guard done{r.mutex};
+                                   r.alive = false;
+                                   r.destroyed.notify_all();
+                                 }};
+  r.alive = true;
+  r.current = created;
+  return created;
+}
+
+/// A model's shared states. Members are destroyed in reverse: the model state, then (with the
+/// model's last reference) the backend state.
+template <class Backend>
+struct model_states {
+  using backend_state_type = typename backend_state_of<Backend>::type;
+  using model_state_type = typename model_state_of<Backend>::type;
+
+  std::shared_ptr<backend_state_type> backend;
+  std::optional<model_state_type> model;
+};
+
+/// Builds a model's states in Triton's order (backend, then model). Throws config_error naming
+/// the model if a constructor throws; what was built is destroyed first.
+template <class Backend>
+[[nodiscard]] std::shared_ptr<model_states<Backend>>
+create_model_states(const model_options& options, const resolved_config& config) {
+  auto states = std::make_shared<model_states<Backend>>();
+  if constexpr (declares_backend_state<Backend>) {
+    try {
+      states->backend = acquire_backend_state<Backend>();
+    } catch (const std::exception& e) {
+      throw config_error(config_error_code::backend_error, "/backend",
+                         "the backend of model '" + options.name +
+                             "' failed to initialize: " + e.what());
+    }
+  }
+  if constexpr (declares_model_state<Backend>) {
+    using state = typename Backend::model_state;
+    model_context context;
+    context.model_name = options.name;
+    context.model_version = options.version;
+    context.max_batch_size = config.max_batch_size;
+    context.inputs = config.inputs;
+    context.outputs = config.outputs;
+    context.parameters = &options.parameters;
+    context.directory = options.directory;
+    try {
+      if constexpr (model_state_takes_backend_state<Backend>) {
+        states->model.emplace(std::as_const(context), *states->backend);
+      } else if constexpr (std::constructible_from<state, const model_context&>) {
+        states->model.emplace(std::as_const(context));
+      } else {
+        static_assert(std::default_initializable<state>,
+                      "servekit: a backend's model_state needs a constructor taking "
+                      "(const servekit::model_context&), (const servekit::model_context&, "
+                      "backend_state&) or nothing");
+        states->model.emplace();
+      }
+    } catch (const std::exception& e) {
+      throw config_error(config_error_code::backend_error, "",
+                         "model '" + options.name + "' failed to initialize: " + e.what());
+    }
+  }
+  return states;
+}
+
+/// One backend instance and the thread that runs it. `states` is declared before `backend`, so
+/// an instance is destroyed before the model state it may use.
 template <class Backend>
 struct backend_instance {
   instance_placement placement;
   instance_context context;
+  std::shared_ptr<model_states<Backend>> states;
   std::optional<Backend> backend;
   std::thread thread;
 };
 
-/// Builds an instance per placement, calling each backend's constructor on this thread.
-/// Throws config_error if one throws.
+/// Calls the constructor the backend declares: with its model state, its backend state, or the
+/// context alone.
+template <class Backend>
+void construct_backend(backend_instance<Backend>& in) {
+  const instance_context& context = in.context;
+  if constexpr (constructible_with_model_state<Backend>) {
+    in.backend.emplace(context, *in.states->model);
+  } else if constexpr (constructible_with_backend_state<Backend>) {
+    in.backend.emplace(context, *in.states->backend);
+  } else {
+    in.backend.emplace(context);
+  }
+}
+
+/// Builds the model's shared states, then an instance per placement (calling each backend's
+/// constructor on this thread), running the model's warmup samples on each right after it is
+/// built; warmup executions are recorded into `stats` when given. Throws config_error if a
+/// constructor throws or warmup fails: the instances already built are destroyed in reverse
+/// order, then the model state, then (if no other model holds it) the backend state.
 template <class Backend>
 [[nodiscard]] std::vector<std::unique_ptr<backend_instance<Backend>>>
 create_instances(const model_options& options, const resolved_config& config,
-                 const std::vector<instance_placement>& placements) {
+                 const std::vector<instance_placement>& placements,
+                 model_statistics* stats = nullptr) {
+  if (!options.model_warmup.empty() && backend_traits<Backend>::decoupled) {
+    throw config_error(config_error_code::bad_value, "/model_warmup",
+                       "model '" + options.name +
+                           "': model_warmup on a decoupled model is not supported by this build "
+                           "of servekit yet");
+  }
+  auto states = create_model_states<Backend>(options, config);
   std::vector<std::unique_ptr<backend_instance<Backend>>> out;
   out.reserve(placements.size());
-  for (std::size_t i = 0; i < placements.size(); ++i) {
-    auto in = std::make_unique<backend_instance<Backend>>();
-    in->placement = placements[i];
-    in->context.model_name = options.name;
-    in->context.model_version = options.version;
-    in->context.instance_name = in->placement.name;
-    in->context.instance_index = i;
-    in->context.kind = in->placement.kind;
-    in->context.device_id = in->placement.device_id;
-    in->context.max_batch_size = config.max_batch_size;
-    in->context.inputs = config.inputs;
-    in->context.outputs = config.outputs;
-    in->context.parameters = &options.parameters;
-    try {
-      in->backend.emplace(std::as_const(in->context));
-    } catch (const std::exception& e) {
-      throw config_error(config_error_code::backend_error, "/instance_group",
-                         "instance '" + in->placement.name + "' of model '" + options.name +
-                             "' failed to initialize: " + e.what());
+  try {
+    for (std::size_t i = 0; i < placements.size(); ++i) {
+      auto in = std::make_unique<backend_instance<Backend>>();
+      in->placement = placements[i];
+      in->context.model_name = options.name;
+      in->context.model_version = options.version;
+      in->context.instance_name = in->placement.name;
+      in->context.instance_index = i;
+      in->context.kind = in->placement.kind;
+      in->context.device_id = in->placement.device_id;
+      in->context.max_batch_size = config.max_batch_size;
+      in->context.inputs = config.inputs;
+      in->context.outputs = config.outputs;
+      in->context.parameters = &options.parameters;
+      in->states = states;
+      try {
+        construct_backend(*in);
+      } catch (const std::exception& e) {
+        throw config_error(config_error_code::backend_error, "/instance_group",
+                           "instance '" + in->placement.name + "' of model '" + options.name +
+                               "' failed to initialize: " + e.what());
+      }
+      out.push_back(std::move(in));
+      run_warmup(*out.back()->backend, out.back()->context, options, config.max_batch_size,
+                 config.inputs, stats);
     }
-    out.push_back(std::move(in));
+  } catch (...) {
+    while (!out.empty()) {
+      out.pop_back(); // reverse order of construction
+    }
+    throw; // `states` goes last: the model state, then the backend state
   }
   return out;
 }
