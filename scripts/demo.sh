@@ -46,9 +46,13 @@ if [ "$load" -eq 1 ]; then
   port_flags=(--http-port 0)
 fi
 
+# The bundled models use the rate limiter (gpu_mlp and gpu_accumulate share "gpu_compute") and
+# the response cache (identity_delay): turn both on, as Triton's flags do.
+serving_flags=(--rate-limit execution_count --cache-config local,size=16777216)
+
 log=$(mktemp)
 build/examples/server/servekit-server --model-repository examples/models "${port_flags[@]}" \
-  "${server_flags[@]}" > >(tee "$log") &
+  "${serving_flags[@]}" "${server_flags[@]}" > >(tee "$log") &
 server=$!
 trap 'kill -TERM "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -f "$log"' EXIT
 trap 'kill -TERM "$server" 2>/dev/null || true' INT TERM
@@ -77,6 +81,8 @@ Try it (another terminal):
   curl -s -X POST http://${address}/v2/models/add_sub/infer -H 'Content-Type: application/json' -d '{"inputs": [
     {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},
     {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16], "data": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}'
+  curl -s -X POST http://${address}/v2/models/repeat_int32/generate_stream \
+    -d '{"IN": [4, 5, 6], "DELAY": [100, 100, 100], "WAIT": [0]}'
   curl -s http://${address}/v2/models/stats
 More in docs/server.md. Ctrl-C stops the server (in-flight requests are answered first).
 EOF

@@ -1,7 +1,9 @@
 // servekit-server: serves a model repository over KServe v2 HTTP/REST, Triton style. Copy it for
 // your own server: put your backends in bundled_backends.hpp (or your own backend_list).
 //
-//   servekit-server [--model-repository DIR] [--http-port N] [--host ADDR] [--help]
+//   servekit-server [--model-repository DIR] [--http-port N] [--host ADDR]
+//                   [--rate-limit off|execution_count] [--rate-limit-resource NAME:COUNT[:DEV]]
+//                   [--cache-config local,size=BYTES] [--help]
 #include "bundled_backends.hpp"
 
 #include <servekit/http.hpp>
@@ -42,7 +44,10 @@ int main(int argc, char** argv) try {
                flags.model_repository.string());
     return 1;
   }
-  servekit::model_repository models{flags.model_repository, servekit_server::bundled_backends{}};
+  // The rate limiter and response cache the flags ask for, shared by every model.
+  servekit::model_repository models{flags.model_repository, servekit_server::bundled_backends{},
+                                    servekit::test_hooks{},
+                                    servekit::http::make_model_environment(flags)};
   for (const auto& m : models.load_all()) {
     const auto loaded = models.find(m.name, m.version);
     const std::string detail = loaded ? " (" + describe(loaded->config()) + ")" : ": " + m.reason;

@@ -5,6 +5,7 @@
 
 #include <servekit/http/decoded_infer_request.hpp>
 #include <servekit/http/endpoints.hpp>
+#include <servekit/http/generate_codec.hpp>
 #include <servekit/http/kserve_codec.hpp>
 #include <servekit/http/kserve_metadata.hpp>
 #include <servekit/http/kserve_request.hpp>

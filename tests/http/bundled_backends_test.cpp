@@ -82,9 +82,9 @@ using accumulate_oldest =
                     servekit::sequence_batcher<servekit::oldest, servekit::host_state_store>>;
 
 TEST(BundledBackends, TheListBuildsEveryBundledModelByBackendName) {
-  EXPECT_EQ(servekit_server::bundled_backends::names.size(), 5U);
+  EXPECT_EQ(servekit_server::bundled_backends::names.size(), 6U);
   for (const char* name : {"add_sub", "identity_delay", "accumulate", "accumulate_oldest",
-                           "gpu_mlp", "gpu_accumulate"}) {
+                           "gpu_mlp", "gpu_accumulate", "repeat_int32", "add_sub_versions"}) {
     const auto options = bundled(name);
     const servekit::any_model m = servekit_server::bundled_backends::make(options);
     EXPECT_EQ(m.ref().name(), name);

@@ -53,6 +53,23 @@ TEST(Routes, ModelEndpointsWithVersion) {
   EXPECT_EQ(parse_route("/v2/models/m/versions/0").version, 0);
 }
 
+TEST(Routes, GenerateExtension) {
+  const auto g = parse_route("/v2/models/repeat_int32/generate");
+  EXPECT_EQ(g.kind, endpoint::model_generate);
+  EXPECT_EQ(g.model, "repeat_int32");
+  EXPECT_EQ(g.version, -1);
+  const auto s = parse_route("/v2/models/repeat_int32/versions/2/generate_stream");
+  EXPECT_EQ(s.kind, endpoint::model_generate_stream);
+  EXPECT_EQ(s.model, "repeat_int32");
+  EXPECT_EQ(s.version, 2);
+  EXPECT_EQ(servekit::http::method_for(endpoint::model_generate), method::post);
+  EXPECT_EQ(servekit::http::method_for(endpoint::model_generate_stream), method::post);
+  EXPECT_TRUE(servekit::http::names_model(endpoint::model_generate_stream));
+  EXPECT_EQ(servekit::http::to_string(endpoint::model_generate_stream), "model_generate_stream");
+  EXPECT_EQ(parse_route("/v2/models/m/generate_streams").kind, endpoint::unknown);
+  EXPECT_EQ(parse_route("/v2/models/m/generate/stream").kind, endpoint::unknown);
+}
+
 TEST(Routes, BadVersionIsAnErrorNotAnEndpoint) {
   for (const char* target :
        {"/v2/models/m/versions/abc", "/v2/models/m/versions/-1/infer", "/v2/models/m/versions/1x",

@@ -53,6 +53,12 @@ TEST(ServerFlags, Defaults) {
   EXPECT_TRUE(f.http.strict_readiness);
   EXPECT_EQ(f.http.log_verbose, 0);
   EXPECT_EQ(f.http.exit_timeout, std::chrono::seconds{30});
+  EXPECT_EQ(f.rate_limit, servekit::http::rate_limit_mode::off);
+  EXPECT_TRUE(f.rate_limiter.resources.empty());
+  EXPECT_FALSE(f.cache.has_value());
+  const auto env = servekit::http::make_model_environment(f);
+  EXPECT_EQ(env.limiter, nullptr);
+  EXPECT_EQ(env.cache, nullptr);
   EXPECT_TRUE(p.out.empty());
   EXPECT_TRUE(p.err.empty());
 }
@@ -122,6 +128,18 @@ TEST(ServerFlags, ErrorsNameTheFlagAndExitTwo) {
       {{"--no-such-flag", "1"}, "--no-such-flag: unknown flag"},
       {{"--no-such-flag=1"}, "--no-such-flag: unknown flag"},
       {{"models"}, "unexpected argument 'models'"},
+      {{"--rate-limit", "on"}, "--rate-limit: expected off or execution_count, got 'on'"},
+      {{"--rate-limit=execution_count", "--rate-limit-resource", "R1"},
+       "--rate-limit-resource: expected <name>:<count>[:<device>], got 'R1'"},
+      {{"--rate-limit=execution_count", "--rate-limit-resource", "R1:x"},
+       "--rate-limit-resource: expected <name>:<count>[:<device>], got 'R1:x'"},
+      {{"--rate-limit-resource", "R1:2"},
+       "--rate-limit-resource: has no effect without --rate-limit execution_count"},
+      {{"--cache-config", "redis,host=a"}, "--cache-config: "},
+      {{"--cache-config", "local"}, "--cache-config: "},
+      {{"--cache-config", "local,size=x"}, "--cache-config: "},
+      {{"--cache-config=local,size=1", "--cache-config=local,size=2"},
+       "--cache-config: given twice"},
       {{"-p", "8000"}, "unexpected argument '-p'"},
   };
   for (const auto& c : cases) {
@@ -133,6 +151,34 @@ TEST(ServerFlags, ErrorsNameTheFlagAndExitTwo) {
     EXPECT_NE(err.str().find(c.expect), std::string::npos) << err.str();
     EXPECT_NE(err.str().find("servekit-server --help"), std::string::npos) << err.str();
     EXPECT_TRUE(out.str().empty());
+  }
+}
+
+TEST(ServerFlags, RateLimitAndCacheBuildTheEnvironment) {
+  const auto p = parse({"--rate-limit", "execution_count", "--rate-limit-resource", "R1:4",
+                        "--rate-limit-resource=R2:2:1", "--cache-config=local,size=1048576"});
+  const auto& f = flags_of(p);
+  EXPECT_EQ(f.rate_limit, servekit::http::rate_limit_mode::execution_count);
+  ASSERT_EQ(f.rate_limiter.resources.size(), 2U);
+  EXPECT_EQ(f.rate_limiter.resources[0], (servekit::rate_limit_resource_count{"R1", 4, {}}));
+  EXPECT_EQ(f.rate_limiter.resources[1], (servekit::rate_limit_resource_count{"R2", 2, 1}));
+  ASSERT_TRUE(f.cache.has_value());
+  EXPECT_EQ(f.cache->size_bytes, 1048576U);
+  const auto env = servekit::http::make_model_environment(f);
+  EXPECT_NE(env.limiter, nullptr);
+  EXPECT_NE(env.cache, nullptr);
+
+  const auto off = parse({"--rate-limit=off", "--cache-config", "local,size=64"});
+  const auto env_off = servekit::http::make_model_environment(flags_of(off));
+  EXPECT_EQ(env_off.limiter, nullptr);
+  EXPECT_NE(env_off.cache, nullptr);
+}
+
+TEST(ServerFlags, UsageListsTheEnvironmentFlags) {
+  const auto p = parse({"--help"});
+  for (const char* flag : {"--rate-limit ", "--rate-limit-resource", "execution_count",
+                           "--cache-config", "local,size="}) {
+    EXPECT_NE(p.out.find(flag), std::string::npos) << flag;
   }
 }
 

@@ -15,20 +15,22 @@ namespace servekit::http {
 
 /// The endpoints the server knows. `unknown` is any target that names none of them (404).
 enum class endpoint : std::uint8_t {
-  unknown,           ///< no such endpoint: 404
-  health_live,       ///< GET /v2/health/live
-  health_ready,      ///< GET /v2/health/ready
-  server_metadata,   ///< GET /v2
-  model_metadata,    ///< GET /v2/models/{m}[/versions/{v}]
-  model_ready,       ///< GET /v2/models/{m}[/versions/{v}]/ready
-  model_config,      ///< GET /v2/models/{m}[/versions/{v}]/config
-  model_infer,       ///< POST /v2/models/{m}[/versions/{v}]/infer
-  model_stats,       ///< GET /v2/models/{m}[/versions/{v}]/stats
-  all_model_stats,   ///< GET /v2/models/stats
-  repository_index,  ///< POST /v2/repository/index
-  repository_load,   ///< POST /v2/repository/models/{m}/load
-  repository_unload, ///< POST /v2/repository/models/{m}/unload
-  metrics,           ///< GET /metrics
+  unknown,               ///< no such endpoint: 404
+  health_live,           ///< GET /v2/health/live
+  health_ready,          ///< GET /v2/health/ready
+  server_metadata,       ///< GET /v2
+  model_metadata,        ///< GET /v2/models/{m}[/versions/{v}]
+  model_ready,           ///< GET /v2/models/{m}[/versions/{v}]/ready
+  model_config,          ///< GET /v2/models/{m}[/versions/{v}]/config
+  model_infer,           ///< POST /v2/models/{m}[/versions/{v}]/infer
+  model_generate,        ///< POST /v2/models/{m}[/versions/{v}]/generate (generate extension)
+  model_generate_stream, ///< POST /v2/models/{m}[/versions/{v}]/generate_stream (SSE)
+  model_stats,           ///< GET /v2/models/{m}[/versions/{v}]/stats
+  all_model_stats,       ///< GET /v2/models/stats
+  repository_index,      ///< POST /v2/repository/index
+  repository_load,       ///< POST /v2/repository/models/{m}/load
+  repository_unload,     ///< POST /v2/repository/models/{m}/unload
+  metrics,               ///< GET /metrics
 };
 
 /// The HTTP methods the endpoints take (every endpoint takes exactly one).
@@ -56,6 +58,10 @@ enum class method : std::uint8_t { get, post };
     return "model_config";
   case endpoint::model_infer:
     return "model_infer";
+  case endpoint::model_generate:
+    return "model_generate";
+  case endpoint::model_generate_stream:
+    return "model_generate_stream";
   case endpoint::model_stats:
     return "model_stats";
   case endpoint::all_model_stats:
@@ -76,6 +82,8 @@ enum class method : std::uint8_t { get, post };
 [[nodiscard]] constexpr method method_for(endpoint e) noexcept {
   switch (e) {
   case endpoint::model_infer:
+  case endpoint::model_generate:
+  case endpoint::model_generate_stream:
   case endpoint::repository_index:
   case endpoint::repository_load:
   case endpoint::repository_unload:
@@ -92,6 +100,8 @@ enum class method : std::uint8_t { get, post };
   case endpoint::model_ready:
   case endpoint::model_config:
   case endpoint::model_infer:
+  case endpoint::model_generate:
+  case endpoint::model_generate_stream:
   case endpoint::model_stats:
   case endpoint::repository_load:
   case endpoint::repository_unload:
@@ -172,10 +182,17 @@ inline constexpr std::size_t max_route_segments = 6;
   return true;
 }
 
-/// The endpoint a model action segment names (`ready`, `config`, `infer`, `stats`).
+/// The endpoint a model action segment names (`ready`, `config`, `infer`, `generate`,
+/// `generate_stream`, `stats`).
 [[nodiscard]] inline endpoint model_action(std::string_view action) noexcept {
   if (action == "infer") {
     return endpoint::model_infer;
+  }
+  if (action == "generate") {
+    return endpoint::model_generate;
+  }
+  if (action == "generate_stream") {
+    return endpoint::model_generate_stream;
   }
   if (action == "ready") {
     return endpoint::model_ready;

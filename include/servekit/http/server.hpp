@@ -20,6 +20,7 @@
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/endpoints.hpp>
+#include <servekit/http/generate_codec.hpp>
 #include <servekit/http/kserve_codec.hpp>
 #include <servekit/http/routes.hpp>
 #include <servekit/http/server_options.hpp>
@@ -58,6 +59,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -85,6 +87,7 @@ using socket_type = tcp::socket::rebind_executor<strand_type>::other;
 
 inline constexpr std::string_view json_content_type = "application/json";
 inline constexpr std::string_view binary_content_type = "application/octet-stream";
+inline constexpr std::string_view event_stream_content_type = "text/event-stream; charset=utf-8";
 /// Request headers (request line included) larger than this get 431.
 inline constexpr std::uint32_t max_header_bytes = 16 * 1024;
 /// After an error response that leaves request bytes unread (413, malformed request), the
@@ -368,6 +371,20 @@ public:
     }
   };
 
+  /// The response sink of a generate or generate_stream request (same size as infer_sink). A
+  /// decoupled model calls it once per response, from any thread, never concurrently for one
+  /// request, the final response last.
+  struct generate_sink {
+    std::shared_ptr<session> self;
+    void operator()(response&& r) {
+      if (self->streaming_) {
+        self->stream_response(self, std::move(r));
+      } else {
+        self->collect_generate_response(self, std::move(r));
+      }
+    }
+  };
+
 private:
   enum class phase : std::uint8_t { reading_header, reading_body, handling, writing, draining };
 
@@ -518,6 +535,10 @@ private:
     switch (route_.kind) {
     case endpoint::model_infer:
       handle_infer();
+      return;
+    case endpoint::model_generate:
+    case endpoint::model_generate_stream:
+      handle_generate(route_.kind == endpoint::model_generate_stream);
       return;
     case endpoint::health_live:
       reply_empty(200);
@@ -691,9 +712,10 @@ private:
     }
     const model_ref ref = model_->model();
     if (ref.decoupled()) {
-      reply_error(400, fmt::format("model '{}' is decoupled: its responses cannot be returned "
-                                   "over HTTP/REST infer",
-                                   route_.model));
+      reply_error(400, fmt::format("model '{}' is decoupled (it may send several responses per "
+                                   "request): /infer cannot return them; use POST "
+                                   "/v2/models/{}/generate_stream (server-sent events)",
+                                   route_.model, route_.model));
       return;
     }
     const auto outputs = ref.outputs();
@@ -747,6 +769,208 @@ private:
     }
     // model_ is released in write(), on the strand: once handle_infer has returned from
     // submit, so the model outlives the submit call even if it was unloaded meanwhile.
+  }
+
+  // ---- generate (Triton's generate extension) -------------------------------------------
+
+  /// POST .../generate (`stream` false) and .../generate_stream (`stream` true). The flat
+  /// request becomes a KServe infer request (generate_codec.hpp), decoded and checked as /infer
+  /// checks it. /generate answers with one JSON object: the model's only response (a decoupled
+  /// model sending more than one gets 400 naming /generate_stream, as Triton refuses); an empty
+  /// final response adds nothing. /generate_stream answers with server-sent events, one per
+  /// response, chunked, written as the responses arrive; an error after the first event is an
+  /// event {"error": "..."}, an error before it is an ordinary error reply.
+  void handle_generate(bool stream) {
+    model_ = server_.models().find(route_.model, route_.version);
+    if (!model_) {
+      reply_missing_model();
+      return;
+    }
+    const model_ref ref = model_->model();
+    if (status s =
+            translate_generate_request(parser_->get().body(), model_->config().name, ref.inputs(),
+                                       ref.max_batch_size() > 0, generate_json_);
+        !s.ok()) {
+      reply_error(http_status_for(s.code()), s.message());
+      return;
+    }
+    if (status s = decode_infer_request(generate_json_, std::nullopt, decoded_); !s.ok()) {
+      reply_error(http_status_for(s.code()), s.message());
+      return;
+    }
+    streaming_ = stream;
+    generate_responses_ = 0;
+    generate_model_ = model_->config().name;
+    generate_version_ = model_->config().version;
+    stream_head_sent_ = false;
+    stream_final_queued_ = false;
+    stream_broken_ = false;
+    status_ = 200;
+    // From a successful submit on, the sink owns body_ and the generate_ members (non-stream)
+    // until it posts the write: this thread must not touch them.
+    status s = ref.submit(std::move(decoded_.request), generate_sink{shared_from_this()});
+    if (!s.ok()) {
+      streaming_ = false;
+      reply_error(http_status_for(s.code()), s.message());
+    }
+  }
+
+  /// /generate, on the thread the model answers on: keeps the one response in body_, and
+  /// posts the write after the final one.
+  void collect_generate_response(const std::shared_ptr<session>& self, response&& r) noexcept {
+    try {
+      if (!r.ok()) {
+        if (status_ == 200) { // the first error wins; it replaces any response kept
+          status_ = http_status_for(r.status.code());
+          body_ = encode_error(r.status.message());
+        }
+      } else if (!r.final || !r.outputs.empty()) {
+        ++generate_responses_;
+        if (status_ == 200 && generate_responses_ == 1) {
+          const status s = encode_generate_response(r, generate_model_, generate_version_, body_);
+          status_ = s.ok() ? 200 : http_status_for(s.code());
+        } else if (status_ == 200) {
+          status_ = 400;
+          body_ = encode_error(
+              fmt::format("model '{}' sent more than one response: /generate returns exactly "
+                          "one; use /v2/models/{}/generate_stream",
+                          generate_model_, generate_model_));
+        }
+      }
+      if (r.final && status_ == 200 && generate_responses_ == 0) {
+        // A decoupled model that sent only an empty final response: no outputs.
+        const status s =
+            encode_generate_response(response{}, generate_model_, generate_version_, body_);
+        status_ = s.ok() ? 200 : http_status_for(s.code());
+      }
+    } catch (...) {
+      status_ = 500;
+      body_ = R"({"error":"cannot encode the response"})";
+    }
+    if (r.final) {
+      content_type_ = json_content_type;
+      json_header_length_.reset();
+      asio::post(self->strand_, [s = self] { s->write(); });
+    }
+  }
+
+  /// /generate_stream, on the thread the model answers on: encodes the response and posts it to
+  /// the strand, which writes the events in the order the model sent them.
+  void stream_response(const std::shared_ptr<session>& self, response&& r) noexcept {
+    std::string json;
+    unsigned error_status = 0;
+    bool has_event = true;
+    try {
+      if (!r.ok()) {
+        error_status = http_status_for(r.status.code());
+        json = encode_error(r.status.message());
+      } else if (r.final && r.outputs.empty()) {
+        has_event = false; // Triton sends no event for an empty final response
+      } else if (const status s =
+                     encode_generate_response(r, generate_model_, generate_version_, json);
+                 !s.ok()) {
+        error_status = http_status_for(s.code()); // json holds the error
+      }
+    } catch (...) {
+      error_status = 500;
+      json = R"({"error":"cannot encode the response"})";
+    }
+    asio::post(self->strand_, [s = self, json = std::move(json), has_event, error_status,
+                               final = r.final]() mutable {
+      s->stream_push(std::move(json), has_event, final, error_status);
+    });
+  }
+
+  /// On the strand: queues one response's event (and the end of the body after the final).
+  void stream_push(std::string json, bool has_event, bool final, unsigned error_status) {
+    if (stream_broken_) {
+      if (final) {
+        end_broken_stream();
+      }
+      return; // the client is gone: the model's responses are dropped
+    }
+    if (!stream_head_sent_ && final && error_status != 0) {
+      // Failed before anything was streamed: an ordinary error reply with the right status.
+      streaming_ = false;
+      body_ = std::move(json);
+      reply(error_status, json_content_type);
+      return;
+    }
+    if (!stream_head_sent_) {
+      stream_head_sent_ = true;
+      phase_ = phase::writing;
+      close_after_ = !keep_alive_ || stopping_;
+      std::string head = "HTTP/1.1 200 OK\r\nContent-Type: ";
+      head += event_stream_content_type;
+      head += "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
+      if (close_after_) {
+        head += "Connection: close\r\n";
+      }
+      head += "\r\n";
+      stream_queue_.push_back(std::move(head));
+    }
+    if (has_event) {
+      const std::string event = sse_event(json);
+      std::string chunk = fmt::format("{:x}\r\n", event.size());
+      chunk += event;
+      chunk += "\r\n";
+      stream_queue_.push_back(std::move(chunk));
+    }
+    if (final) {
+      stream_queue_.emplace_back("0\r\n\r\n");
+      stream_final_queued_ = true;
+    }
+    stream_write_next();
+  }
+
+  void stream_write_next() {
+    if (stream_writing_ || stream_queue_.empty()) {
+      return;
+    }
+    stream_writing_ = true;
+    asio::async_write(socket_, asio::buffer(stream_queue_.front()),
+                      [self = shared_from_this()](const error_code& ec, std::size_t) {
+                        self->on_stream_write(ec);
+                      });
+  }
+
+  void on_stream_write(const error_code& ec) {
+    stream_writing_ = false;
+    if (ec) {
+      // The client went away mid-stream. The model still answers the request (its sink holds
+      // the session); its remaining responses are dropped, and the connection is closed.
+      stream_broken_ = true;
+      const bool final_seen = stream_final_queued_;
+      stream_queue_.clear();
+      close();
+      if (final_seen) {
+        end_broken_stream();
+      }
+      return;
+    }
+    stream_queue_.pop_front();
+    if (!stream_queue_.empty()) {
+      stream_write_next();
+      return;
+    }
+    if (stream_final_queued_) {
+      streaming_ = false;
+      model_.reset();
+      close_after_ = close_after_ || stopping_;
+      status_ = 200;
+      on_write(ec); // logs, then reads the next request or closes
+    }
+  }
+
+  /// The final response of a stream whose client is gone: releases the model.
+  void end_broken_stream() {
+    streaming_ = false;
+    stream_final_queued_ = false;
+    model_.reset();
+    if (server_.options().log_verbose > 0) {
+      status_ = 499; // nginx's "client closed request", for the log line only
+      log();
+    }
   }
 
   // ---- writing --------------------------------------------------------------------------
@@ -923,10 +1147,25 @@ private:
   // The infer request in flight (read by the sink to encode the response).
   decoded_infer_request decoded_;
   std::shared_ptr<const loaded_model> model_;
+
+  // The generate request in flight. Set on the strand before submit; then read by the sink.
+  std::string generate_json_; ///< the request translated into a KServe infer request
+  std::string generate_model_;
+  std::int64_t generate_version_ = 0;
+  std::size_t generate_responses_ = 0; ///< /generate: responses with content (sink only)
+  bool streaming_ = false;             ///< generate_stream: the sink streams events
+  // generate_stream's output, on the strand: chunks written one after the other.
+  std::deque<std::string> stream_queue_;
+  bool stream_writing_ = false;
+  bool stream_head_sent_ = false;
+  bool stream_final_queued_ = false;
+  bool stream_broken_ = false;
 };
 
 static_assert(sizeof(session::infer_sink) <= response_sink::inline_size,
               "the infer sink must fit response_sink's inline storage (no allocation per request)");
+static_assert(sizeof(session::generate_sink) <= response_sink::inline_size,
+              "the generate sink must fit response_sink's inline storage");
 
 inline void server_state::accept() {
   acceptor_.async_accept(asio::make_strand(ioc_), [this](const error_code& ec, socket_type socket) {
@@ -1022,7 +1261,11 @@ inline void server_state::stop() {
 /// - GET /v2/health/live, /v2/health/ready (200, or 400 when not ready);
 /// - GET /v2 (server metadata); GET /v2/models/{m}[/versions/{v}] (model metadata), .../ready
 ///   (200/400), .../config (the loaded config as JSON), .../stats (statistics extension);
-/// - POST /v2/models/{m}[/versions/{v}]/infer (JSON, or the binary tensor data extension);
+/// - POST /v2/models/{m}[/versions/{v}]/infer (JSON, or the binary tensor data extension;
+///   400 for a decoupled model);
+/// - POST /v2/models/{m}[/versions/{v}]/generate and .../generate_stream (Triton's generate
+///   extension: flat JSON in and out; generate_stream answers with server-sent events, one per
+///   response, which is how a decoupled model's responses reach an HTTP client);
 /// - GET /v2/models/stats (every ready model);
 /// - POST /v2/repository/index, /v2/repository/models/{m}/load, .../unload;
 /// - GET /metrics (Prometheus text).

@@ -1,17 +1,25 @@
 #pragma once
 /// \file
 /// parse_server_flags: the example server's command line, with Triton's flag names
-/// (`--model-repository`, `--http-port`, ...), so a user's own server can take the same flags.
+/// (`--model-repository`, `--http-port`, `--rate-limit`, `--cache-config`, ...), so a user's own
+/// server can take the same flags; make_model_environment builds the rate limiter and response
+/// cache they ask for.
 
+#include <servekit/cache/cache_config.hpp>
+#include <servekit/cache/response_cache.hpp>
 #include <servekit/http/server_options.hpp>
+#include <servekit/runtime/model_environment.hpp>
+#include <servekit/runtime/rate_limiter.hpp>
 
 #include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -24,11 +32,36 @@
 
 namespace servekit::http {
 
+/// Triton's `--rate-limit` modes.
+enum class rate_limit_mode : std::uint8_t {
+  off,             ///< instances execute whenever they have work (the default)
+  execution_count, ///< instances wait for their group's rate_limiter resources
+};
+
 /// What the server's command line asks for.
 struct server_flags {
   std::filesystem::path model_repository;
   server_options http;
+  rate_limit_mode rate_limit = rate_limit_mode::off;
+  /// `--rate-limit-resource` counts (only with --rate-limit execution_count).
+  rate_limiter_settings rate_limiter;
+  /// `--cache-config local,size=N`: a response cache; none without the flag.
+  std::optional<response_cache_settings> cache;
 };
+
+/// The model_environment the flags ask for: a rate_limiter with execution_count, a
+/// response_cache with --cache-config; null members otherwise. Pass it to the repository:
+/// `model_repository{root, backends, {}, make_model_environment(flags)}`.
+[[nodiscard]] inline model_environment make_model_environment(const server_flags& flags) {
+  model_environment env;
+  if (flags.rate_limit == rate_limit_mode::execution_count) {
+    env.limiter = std::make_shared<rate_limiter>(flags.rate_limiter);
+  }
+  if (flags.cache) {
+    env.cache = std::make_shared<response_cache>(*flags.cache);
+  }
+  return env;
+}
 
 /// The usage text `--help` prints; `program` is the program's name.
 [[nodiscard]] inline std::string
@@ -61,6 +94,15 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "  --log-verbose N            > 0: one line per request on stderr (default: 0)\n"
        "  --exit-timeout-secs N      after SIGINT/SIGTERM, how long requests in flight get\n"
        "                             before every connection is closed (default: 30)\n"
+       "  --rate-limit MODE          off, or execution_count: model instances execute only\n"
+       "                             when the resources of their instance group's\n"
+       "                             rate_limiter are free (default: off)\n"
+       "  --rate-limit-resource R    NAME:COUNT[:DEVICE], repeatable: the count of resource\n"
+       "                             NAME (per device, or on DEVICE only); default: the most\n"
+       "                             any instance needs. Needs --rate-limit execution_count\n"
+       "  --cache-config SPEC        local,size=BYTES: a response cache of that size for the\n"
+       "                             models with response_cache { enable: true } (default:\n"
+       "                             no cache)\n"
        "  --help                     print this and exit\n"
        "BOOL is true, false, 1 or 0.\n";
   return u;
@@ -126,7 +168,19 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       inline_value = arg.substr(eq + 1);
     }
 
-    enum class kind { repository, port, host, threads, body, strict, verbose, exit_timeout };
+    enum class kind {
+      repository,
+      port,
+      host,
+      threads,
+      body,
+      strict,
+      verbose,
+      exit_timeout,
+      rate_limit,
+      rate_limit_resource,
+      cache_config
+    };
     kind k{};
     if (name == "--model-repository" || name == "--model-store") {
       k = kind::repository;
@@ -144,6 +198,12 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::verbose;
     } else if (name == "--exit-timeout-secs") {
       k = kind::exit_timeout;
+    } else if (name == "--rate-limit") {
+      k = kind::rate_limit;
+    } else if (name == "--rate-limit-resource") {
+      k = kind::rate_limit_resource;
+    } else if (name == "--cache-config") {
+      k = kind::cache_config;
     } else {
       return fail(name, "unknown flag");
     }
@@ -213,7 +273,38 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
         return fail(name, "expected a number of seconds, got '" + std::string(value) + "'");
       }
       break;
+    case kind::rate_limit:
+      if (value == "off") {
+        flags.rate_limit = rate_limit_mode::off;
+      } else if (value == "execution_count") {
+        flags.rate_limit = rate_limit_mode::execution_count;
+      } else {
+        return fail(name, "expected off or execution_count, got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::rate_limit_resource:
+      try {
+        flags.rate_limiter.resources.push_back(parse_rate_limit_resource(value));
+      } catch (const std::exception& e) {
+        return fail(name, e.what());
+      }
+      break;
+    case kind::cache_config:
+      if (flags.cache) {
+        return fail(name, "given twice (one cache per server)");
+      }
+      try {
+        flags.cache = parse_cache_config(value);
+      } catch (const std::exception& e) {
+        return fail(name, e.what());
+      }
+      break;
     }
+  }
+  if (!flags.rate_limiter.resources.empty() &&
+      flags.rate_limit != rate_limit_mode::execution_count) {
+    // Triton ignores the counts then; a count that silently does nothing is a mistake.
+    return fail("--rate-limit-resource", "has no effect without --rate-limit execution_count");
   }
   return flags;
 }

@@ -34,6 +34,8 @@ struct instance_placement {
   std::string name;
   instance_kind kind = instance_kind::cpu;
   int device_id = 0;
+  /// Index of its group in the resolved instance_group (its rate_limiter, for one).
+  std::size_t group = 0;
 };
 
 namespace detail {
@@ -133,19 +135,21 @@ namespace detail {
 [[nodiscard]] inline std::vector<instance_placement>
 expand_instance_groups(const std::vector<instance_group_options>& resolved) {
   std::vector<instance_placement> out;
-  for (const auto& group : resolved) {
+  for (std::size_t g = 0; g < resolved.size(); ++g) {
+    const auto& group = resolved[g];
     std::int32_t index = 0;
     if (group.kind == instance_group_kind::kind_gpu) {
       for (const auto device : group.gpus) {
         for (std::int32_t i = 0; i < group.count; ++i) {
-          out.push_back({group.name + "_" + std::to_string(index++), instance_kind::gpu, device});
+          out.push_back(
+              {group.name + "_" + std::to_string(index++), instance_kind::gpu, device, g});
         }
       }
     } else {
       const auto kind =
           group.kind == instance_group_kind::kind_model ? instance_kind::model : instance_kind::cpu;
       for (std::int32_t i = 0; i < group.count; ++i) {
-        out.push_back({group.name + "_" + std::to_string(index++), kind, 0});
+        out.push_back({group.name + "_" + std::to_string(index++), kind, 0, g});
       }
     }
   }

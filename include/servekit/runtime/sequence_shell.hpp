@@ -13,6 +13,7 @@
 #include <servekit/runtime/detail/control_tensors.hpp>
 #include <servekit/runtime/detail/decoupled_requests.hpp>
 #include <servekit/runtime/detail/finish.hpp>
+#include <servekit/runtime/detail/instance_rate_limits.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
 #include <servekit/runtime/detail/shell_support.hpp>
@@ -67,6 +68,8 @@ public:
     if constexpr (traits::decoupled) {
       decoupled_.emplace(options.name, stats, config.final_response_timeout_microseconds);
     }
+    rate_limits_ = detail::instance_rate_limits{environment_.limiter, options_.name,
+                                                options_.instance_group, placements_};
     instances_ = detail::create_instances<Backend>(options_, config_, placements_, &stats_);
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       instances_[i]->thread = std::thread{[this, i] { run_instance(i); }};
@@ -413,6 +416,10 @@ private:
     for (std::size_t i = 0; i < n; ++i) {
       controls_.write(b.request(i), plan.sequence[i], b.request(i).sequence_id);
     }
+    if (const std::uint64_t waited = rate_limits_.acquire(self.context.instance_index);
+        waited != 0) {
+      stats_.record_rate_limiter_wait(waited);
+    }
     stats_.add_pending(-static_cast<std::int64_t>(real));
 
     const time_point start = clock::now();
@@ -423,6 +430,7 @@ private:
     }
     const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
     const time_point end = clock::now();
+    rate_limits_.release(self.context.instance_index); // as Triton: when execute returns
 
     model_statistics::execution e = detail::execution_record(self.context.instance_index, b, start,
                                                              end, plan.elements, real, plan.reason);
@@ -481,6 +489,7 @@ private:
   std::vector<lane> lanes_;
   // Decoupled models only; outlives the instances (their senders point into it).
   std::optional<detail::decoupled_requests> decoupled_;
+  detail::instance_rate_limits rate_limits_; // unregisters after the instances stopped
   std::vector<std::unique_ptr<instance>> instances_;
 
   // The timekeeper.

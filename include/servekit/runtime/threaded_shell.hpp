@@ -12,6 +12,7 @@
 #include <servekit/queue/intake.hpp>
 #include <servekit/runtime/detail/decoupled_requests.hpp>
 #include <servekit/runtime/detail/finish.hpp>
+#include <servekit/runtime/detail/instance_rate_limits.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
@@ -67,6 +68,8 @@ public:
       decoupled_.emplace(options.name, stats, config.final_response_timeout_microseconds);
     }
     setup_admission();
+    rate_limits_ = detail::instance_rate_limits{environment_.limiter, options_.name,
+                                                options_.instance_group, placements_};
     create_instances();
     start_threads();
   }
@@ -374,6 +377,14 @@ private:
 
   // -- execution ---------------------------------------------------------------------------------
 
+  /// Blocks until the rate limiter grants the instance its group's resources (at once, and
+  /// for free, without a limiter or without `rate_limiter` in its group).
+  void wait_for_resources(std::size_t instance_index) {
+    if (const std::uint64_t waited = rate_limits_.acquire(instance_index); waited != 0) {
+      stats_.record_rate_limiter_wait(waited);
+    }
+  }
+
   void execute(instance& self, batch_plan& plan, batch& b, std::uint64_t sequence) {
     const std::size_t n = plan.requests.size();
     b.clear();
@@ -381,6 +392,7 @@ private:
     for (const auto& p : plan.requests) {
       b.add(p->request, p->batch_elements, p->sink);
     }
+    wait_for_resources(self.context.instance_index);
     stats_.add_pending(-static_cast<std::int64_t>(n));
 
     const time_point start = clock::now();
@@ -389,6 +401,7 @@ private:
     }
     const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
     const time_point end = clock::now();
+    rate_limits_.release(self.context.instance_index); // as Triton: when execute returns
 
     model_statistics::execution e = detail::execution_record(self.context.instance_index, b, start,
                                                              end, plan.elements, n, plan.reason);
@@ -474,6 +487,7 @@ private:
   detail::ordered_completion ordering_;
   // Decoupled models only; outlives the instances (their senders point into it).
   std::optional<detail::decoupled_requests> decoupled_;
+  detail::instance_rate_limits rate_limits_; // unregisters after the instances stopped
   std::vector<std::unique_ptr<instance>> instances_;
   std::thread timekeeper_thread_;
 };

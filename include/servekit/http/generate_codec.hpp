@@ -1,0 +1,248 @@
+#pragma once
+/// \file
+/// The codec of Triton's generate extension (POST .../generate and .../generate_stream), free of
+/// I/O. A generate request is a flat JSON object whose keys are the model's input names, plus an
+/// optional "parameters" object (the infer request's parameters: priority, timeout,
+/// sequence_id...); a response is a flat object {"model_name","model_version",<output>: value}.
+///
+/// The request is translated into a KServe v2 infer request (shapes and datatypes taken from the
+/// model's config), so that decode_infer_request does the value checks and conversions exactly
+/// as /infer does: a generate request is never checked more loosely than the same request sent
+/// to /infer. Generate is a convenience endpoint for text-like models, not the hot path.
+
+#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/core/data_type.hpp>
+#include <servekit/core/response.hpp>
+#include <servekit/core/status.hpp>
+#include <servekit/http/kserve_response.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace servekit::http {
+
+namespace detail {
+
+/// The regular nested shape of a JSON value (a scalar has rank 0) and its leaves in row-major
+/// order; false if the arrays are ragged or hold objects.
+[[nodiscard]] inline bool flatten_generate_value(const nlohmann::json& v, std::size_t depth,
+                                                 std::vector<std::int64_t>& nested,
+                                                 nlohmann::json& leaves) {
+  if (v.is_object()) {
+    return false;
+  }
+  if (!v.is_array()) {
+    leaves.push_back(v);
+    return true;
+  }
+  const auto n = static_cast<std::int64_t>(v.size());
+  if (depth == nested.size()) {
+    nested.push_back(n);
+  } else if (nested[depth] != n) {
+    return false;
+  }
+  for (const auto& e : v) {
+    if (!flatten_generate_value(e, depth + 1, nested, leaves)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The shape an input of `count` elements gets from its config dims (the batch dimension 1 in
+/// front when the model batches): a single -1 takes what the others leave; several -1 take the
+/// value's nested shape when it has the config's rank.
+[[nodiscard]] inline status generate_input_shape(const tensor_config& c, bool batching,
+                                                 std::size_t count,
+                                                 const std::vector<std::int64_t>& nested,
+                                                 std::string_view model,
+                                                 std::vector<std::int64_t>& out) {
+  out.clear();
+  if (batching) {
+    out.push_back(1);
+  }
+  const auto dims = c.dims.dims();
+  std::size_t wildcards = 0;
+  std::int64_t fixed = 1;
+  for (const auto d : dims) {
+    if (d < 0) {
+      ++wildcards;
+    } else {
+      fixed *= d;
+    }
+  }
+  const auto n = static_cast<std::int64_t>(count);
+  const auto mismatch = [&] {
+    return invalid_argument(fmt::format("generate input '{}' of model '{}' has {} element(s), "
+                                        "which does not fit its dims {}",
+                                        c.name, model, count, to_string(c.dims)));
+  };
+  if (wildcards == 0) {
+    if (n != fixed) {
+      return mismatch();
+    }
+    out.insert(out.end(), dims.begin(), dims.end());
+    return {};
+  }
+  if (wildcards == 1) {
+    if (fixed == 0 || n % fixed != 0) {
+      return mismatch();
+    }
+    for (const auto d : dims) {
+      out.push_back(d < 0 ? n / fixed : d);
+    }
+    return {};
+  }
+  if (nested.size() != dims.size()) {
+    return invalid_argument(fmt::format("generate input '{}' of model '{}' has dims {} with "
+                                        "several variable dimensions: send it as nested arrays "
+                                        "of rank {} (or use /infer with an explicit shape)",
+                                        c.name, model, to_string(c.dims), dims.size()));
+  }
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] >= 0 && dims[i] != nested[i]) {
+      return mismatch();
+    }
+  }
+  out.insert(out.end(), nested.begin(), nested.end());
+  return {};
+}
+
+} // namespace detail
+
+/// Translates a generate request `body` for the model `model` (its config's inputs and whether
+/// it batches) into the equivalent KServe v2 infer request JSON, written to `infer_json`, for
+/// decode_infer_request. Keys other than "parameters" must name inputs of the model; "id" (a
+/// string) is the request id unless the model has an input named "id". Every error is
+/// invalid_argument naming the key at fault; missing inputs are left to the model's own check
+/// at submit, as for /infer.
+[[nodiscard]] inline status translate_generate_request(std::string_view body,
+                                                       std::string_view model,
+                                                       std::span<const tensor_config> inputs,
+                                                       bool batching, std::string& infer_json) {
+  infer_json.clear();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    return invalid_argument(fmt::format("failed to parse the generate request JSON: {}", e.what()));
+  }
+  if (!j.is_object()) {
+    return invalid_argument("the generate request body must be a JSON object whose keys are "
+                            "the model's input names");
+  }
+  const auto find_input = [&](std::string_view name) -> const tensor_config* {
+    for (const auto& c : inputs) {
+      if (c.name == name) {
+        return &c;
+      }
+    }
+    return nullptr;
+  };
+  nlohmann::json infer = nlohmann::json::object();
+  nlohmann::json tensors = nlohmann::json::array();
+  std::vector<std::int64_t> nested;
+  std::vector<std::int64_t> shape;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const tensor_config* c = find_input(key);
+    if (c == nullptr && key == "parameters") {
+      if (!it->is_object()) {
+        return invalid_argument("the generate request's \"parameters\" must be a JSON object");
+      }
+      infer["parameters"] = *it;
+      continue;
+    }
+    if (c == nullptr && key == "id") {
+      if (!it->is_string()) {
+        return invalid_argument("the generate request's \"id\" must be a string");
+      }
+      infer["id"] = *it;
+      continue;
+    }
+    if (c == nullptr) {
+      return invalid_argument(fmt::format(
+          "unexpected generate input '{}' for model '{}': it has no such input", key, model));
+    }
+    nested.clear();
+    nlohmann::json leaves = nlohmann::json::array();
+    if (!detail::flatten_generate_value(*it, 0, nested, leaves)) {
+      return invalid_argument(fmt::format("generate input '{}' for model '{}' must be a scalar "
+                                          "or a regular (nested) array of scalars",
+                                          key, model));
+    }
+    if (status s = detail::generate_input_shape(*c, batching, leaves.size(), nested, model, shape);
+        !s.ok()) {
+      return s;
+    }
+    tensors.push_back({{"name", key},
+                       {"datatype", std::string(to_string(c->type))},
+                       {"shape", shape},
+                       {"data", std::move(leaves)}});
+  }
+  infer["inputs"] = std::move(tensors);
+  infer_json = infer.dump();
+  return {};
+}
+
+/// Writes the generate response for a successful `r` into `out` (cleared first):
+/// {"model_name","model_version" (a string),"id" (when set),<output name>: value...}; an output
+/// of one element is written as a scalar, any other as a flat array (Triton's generate form).
+/// Fails as encode_infer_response does (device memory, bad sizes, BYTES that are not UTF-8);
+/// `out` then holds encode_error(message).
+inline status encode_generate_response(const servekit::response& r, std::string_view model,
+                                       std::int64_t version, std::string& out) {
+  out.clear();
+  out += R"({"model_name":)";
+  detail::append_json_string(out, model);
+  out += R"(,"model_version":")";
+  detail::append_integer(out, version);
+  out += '"';
+  if (!r.id.empty()) {
+    out += R"(,"id":)";
+    detail::append_json_string(out, r.id);
+  }
+  std::string data;
+  for (const auto& t : r.outputs) {
+    std::size_t count = 0;
+    status s = detail::check_output(t, count);
+    if (s.ok()) {
+      data.clear();
+      s = detail::append_output_data(data, t, count);
+    }
+    if (!s.ok()) {
+      out = encode_error(s.message());
+      return s;
+    }
+    out += ',';
+    detail::append_json_string(out, t.name);
+    out += ':';
+    if (count == 1) {
+      out.append(data, 1, data.size() - 2); // strip the array's brackets
+    } else {
+      out += data;
+    }
+  }
+  out += '}';
+  return {};
+}
+
+/// One server-sent event carrying `json`: "data: <json>\n\n" (the JSON has no newline).
+[[nodiscard]] inline std::string sse_event(std::string_view json) {
+  std::string e;
+  e.reserve(json.size() + 8);
+  e += "data: ";
+  e += json;
+  e += "\n\n";
+  return e;
+}
+
+} // namespace servekit::http
