@@ -1051,6 +1051,13 @@ TEST(KserveMetadata, ModelWithBatching) {
                 {"name": "TEXT", "datatype": "BYTES", "shape": [-1, -1, 2]}]})"));
 }
 
+// A model served in several versions (version_policy) lists each, as Triton does.
+TEST(KserveMetadata, ListsEveryServedVersion) {
+  const std::vector<std::int64_t> served{1, 2, 4};
+  const auto j = servekit::http::model_metadata_json(add_sub_config(), served);
+  EXPECT_EQ(j.at("versions"), json::parse(R"(["1", "2", "4"])"));
+}
+
 TEST(KserveMetadata, ModelWithoutBatchingAndWithPlatform) {
   auto c = add_sub_config();
   c.max_batch_size = 0;

@@ -363,6 +363,23 @@ TEST(Decoupled, DrainingShutdownWaitsForOutstandingRequests) {
   box.clear();
 }
 
+// A drain waiting for a request the backend never finishes can still be turned into a cancel
+// from another thread (without it, both calls would wait forever).
+TEST(Decoupled, ACancellingShutdownEndsADrainThatWaitsForever) {
+  sender_box box;
+  on_execute = [&](servekit::batch& b) { box.put(b.take_sender(0)); }; // never finishes
+  streaming_model m{options()};
+  collector c;
+  ASSERT_TRUE(m.submit(make_request("a"), c.sink()).ok());
+  ASSERT_TRUE(box.wait_for(1));
+  std::thread drainer{[&] { m.shutdown(servekit::shutdown_mode::drain); }};
+  m.shutdown(servekit::shutdown_mode::cancel); // answers "a", so the drain lets go too
+  drainer.join();
+  ASSERT_TRUE(c.wait_finals(1));
+  EXPECT_EQ(c.of("a").back().status.code(), servekit::status_code::cancelled);
+  box.clear();
+}
+
 TEST(Decoupled, ConfigMustAgreeWithTheBackend) {
   try {
     servekit::model<plain_backend> m{options()};

@@ -204,6 +204,10 @@ private:
     {
       shard& s = shard_of(hash);
       const std::lock_guard lock{s.mutex};
+      if (s.index.bucket_count() == 0) { // bucket() needs one; an empty map may have none
+        ++s.counters.misses;
+        return std::nullopt;
+      }
       // The index hashes a key_ref to its hash, so every entry of this hash is in this bucket.
       const std::size_t bucket = s.index.bucket(key_ref{hash, {}});
       for (auto it = s.index.begin(bucket); it != s.index.end(bucket); ++it) {

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,11 +29,28 @@ inline constexpr std::array<std::string_view, 6> server_extensions = {
     "sequence",         "statistics",      "binary_tensor_data",
 };
 
+namespace detail {
+/// The versions as KServe lists them: decimal strings.
+[[nodiscard]] inline nlohmann::json version_names(const model_options& config,
+                                                  std::span<const std::int64_t> versions) {
+  auto out = nlohmann::json::array();
+  if (versions.empty()) {
+    out.push_back(std::to_string(config.version));
+  }
+  for (const auto v : versions) {
+    out.push_back(std::to_string(v));
+  }
+  return out;
+}
+} // namespace detail
+
 /// KServe model metadata: {"name","versions":["<version>"],"platform","inputs","outputs"}, each
 /// tensor {"name","datatype" (KServe spelling, "FP32"),"shape"} with the batch dimension as -1
 /// in front when the model batches (max_batch_size > 0), as Triton reports it. "platform" is the
-/// config's platform, else its backend. Pass the config as loaded (inputs and outputs listed).
-[[nodiscard]] inline nlohmann::json model_metadata_json(const model_options& config) {
+/// config's platform, else its backend. Pass the config as loaded (inputs and outputs listed),
+/// and the versions the repository serves (model_repository::versions_of); none: the config's.
+[[nodiscard]] inline nlohmann::json
+model_metadata_json(const model_options& config, std::span<const std::int64_t> versions = {}) {
   const bool batching = config.max_batch_size.value_or(0) > 0;
   const auto tensors = [batching](const std::vector<tensor_config>& list) {
     auto out = nlohmann::json::array();
@@ -49,7 +68,7 @@ inline constexpr std::array<std::string_view, 6> server_extensions = {
   };
   return {
       {"name", config.name},
-      {"versions", nlohmann::json::array({std::to_string(config.version)})},
+      {"versions", detail::version_names(config, versions)},
       {"platform", config.platform.empty() ? config.backend : config.platform},
       {"inputs", tensors(config.input)},
       {"outputs", tensors(config.output)},

@@ -567,7 +567,7 @@ private:
         return;
       }
       if (route_.kind == endpoint::model_metadata) {
-        assign_body(body_, model_metadata_json(m->config()));
+        assign_body(body_, model_metadata_json(m->config(), models.versions_of(route_.model)));
       } else if (route_.kind == endpoint::model_config) {
         body_ = dump_json(save_model_config(m->config()));
       } else {
@@ -1227,6 +1227,9 @@ inline void server_state::stop() {
     exit_timer_->async_wait([this](const error_code& ec) {
       if (!ec) {
         force_close_sessions();
+        // A decoupled request a backend never finishes would keep its session, and so run(),
+        // alive: answer what the decoupled models still owe (`cancelled`).
+        models_.shutdown_decoupled_models(shutdown_mode::cancel);
       }
     });
   });

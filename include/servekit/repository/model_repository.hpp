@@ -144,6 +144,7 @@ public:
 
 private:
   friend class detail::model_reaper<loaded_model>;
+  friend class model_repository; // shutdown_decoupled_models
 
   void shutdown(shutdown_mode mode) { servable_.shutdown(mode); }
 
@@ -548,6 +549,22 @@ public:
       }
     }
     return out;
+  }
+
+  /// Stops every published decoupled model (composing models before ensembles), answering
+  /// what each still owes as `mode` says; they stay published but accept nothing more. The
+  /// server calls it with `cancel` when its exit timeout expires: a stream that a backend never
+  /// ends would otherwise keep its connection, and so the process, alive. Other models keep
+  /// serving in-process requests until the repository is destroyed.
+  void shutdown_decoupled_models(shutdown_mode mode) const {
+    const auto models = ready_models();
+    for (const bool ensembles : {false, true}) {
+      for (const auto& m : models) {
+        if (m->is_ensemble() == ensembles && m->model().decoupled()) {
+          const_cast<loaded_model&>(*m).shutdown(mode); // NOLINT: shutdown is thread-safe
+        }
+      }
+    }
   }
 
   /// Blocks until every model retired so far (no longer published and no longer held) is

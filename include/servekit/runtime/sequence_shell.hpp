@@ -151,6 +151,11 @@ public:
       detail::answer_early_exits(exits, stats_, clock::now());
       wake_all();
     }
+    if (decoupled_ && mode == shutdown_mode::cancel) {
+      // A draining shutdown may be waiting (holding join_mutex_) for requests a backend never
+      // finishes: answering them now lets it return, so a cancel can follow a drain.
+      decoupled_->cancel_all();
+    }
     const std::lock_guard join_lock{join_mutex_};
     for (auto& in : instances_) {
       if (in->thread.joinable()) {
@@ -163,8 +168,9 @@ public:
       timekeeper_.join();
     }
     if (decoupled_) {
-      if (state_.load(std::memory_order_acquire) == state::cancelling) {
-        decoupled_->cancel_all();
+      if (mode == shutdown_mode::cancel ||
+          state_.load(std::memory_order_acquire) == state::cancelling) {
+        decoupled_->cancel_all(); // again: batches that ran until the join may have opened more
       }
       decoupled_->wait_idle();
     }
@@ -420,6 +426,7 @@ private:
         waited != 0) {
       stats_.record_rate_limiter_wait(waited);
     }
+    detail::instance_rate_limits::held resources{rate_limits_, self.context.instance_index};
     stats_.add_pending(-static_cast<std::int64_t>(real));
 
     const time_point start = clock::now();
@@ -430,7 +437,7 @@ private:
     }
     const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
     const time_point end = clock::now();
-    rate_limits_.release(self.context.instance_index); // as Triton: when execute returns
+    resources.release(); // as Triton: when execute returns, not at the final response
 
     model_statistics::execution e = detail::execution_record(self.context.instance_index, b, start,
                                                              end, plan.elements, real, plan.reason);

@@ -74,6 +74,26 @@ public:
     }
   }
 
+  /// An acquired instance, released when this goes out of scope unless released before: an
+  /// exception between acquire and release must not keep the resources taken for good.
+  class held {
+  public:
+    held(instance_rate_limits& limits, std::size_t instance) noexcept
+        : limits_{&limits}, instance_{instance} {}
+    held(const held&) = delete;
+    held& operator=(const held&) = delete;
+    ~held() { release(); }
+    void release() {
+      if (limits_ != nullptr) {
+        std::exchange(limits_, nullptr)->release(instance_);
+      }
+    }
+
+  private:
+    instance_rate_limits* limits_;
+    std::size_t instance_;
+  };
+
 private:
   static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 
