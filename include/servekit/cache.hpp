@@ -4,5 +4,6 @@
 /// and its keys. Give a cache to models in model_environment.
 
 #include <servekit/cache/cache_config.hpp>
+#include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/cache/cache_key.hpp>
 #include <servekit/cache/response_cache.hpp>

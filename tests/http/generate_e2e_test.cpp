@@ -2,6 +2,7 @@
 // on a decoupled model, through servekit::http::server on a loopback port. A decoupled test
 // backend (test_repeat) answers one request with one partial response per value of its input
 // and an empty final; a gate lets a test hold it mid-stream (to disconnect the client).
+#include "archetypes/temp_repository.hpp"
 #include "http_client.hpp"
 
 #include "backends/identity.hpp"
@@ -26,7 +27,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -34,8 +34,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 namespace {
 
@@ -111,53 +109,73 @@ public:
   }
 };
 
+/// The senders test_hold took: it never answers, and nothing bounds the wait (no
+/// final_response_timeout), the case a server's exit timeout must still end.
+struct held_senders {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<servekit::response_sender> senders;
+
+  bool wait_for_one() {
+    std::unique_lock lock{mutex};
+    return cv.wait_for(lock, std::chrono::seconds{30}, [this] { return !senders.empty(); });
+  }
+};
+held_senders& held() {
+  static held_senders h;
+  return h;
+}
+
+/// Decoupled: takes each request's sender and never sends on it.
+class test_hold_backend {
+public:
+  static constexpr bool decoupled = true;
+  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::int32, {-1}}};
+  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::int32, {1}}};
+
+  explicit test_hold_backend(const servekit::instance_context&) {}
+
+  void execute(servekit::batch& b) {
+    auto& h = held();
+    const std::lock_guard lock{h.mutex};
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      h.senders.push_back(b.take_sender(i));
+    }
+    h.cv.notify_all();
+  }
+};
+
 using test_backends =
     servekit::backend_list<servekit::named_backend<"identity", servekit_server::identity_backend>,
                            servekit::named_backend<"test_repeat", test_repeat_backend>,
+                           servekit::named_backend<"test_hold", test_hold_backend>,
                            servekit::named_backend<"repeat", repeat::backend>>;
 
 const fs::path bundled_models = fs::path{SERVEKIT_SOURCE_DIR} / "examples" / "models";
 
-/// A repository with the test models, in a fresh temporary folder.
-class test_repository {
-public:
-  test_repository() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("servekit_generate_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    write("repeat", R"({"name": "repeat", "backend": "test_repeat", "max_batch_size": 0,
-      "model_transaction_policy": {"decoupled": true}})");
-    write("text", R"({"name": "text", "backend": "identity", "max_batch_size": 0,
-      "input": [{"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]}],
-      "output": [{"name": "text_output", "data_type": "TYPE_STRING", "dims": [1]}]})");
-    write("floats", R"({"name": "floats", "backend": "identity", "max_batch_size": 8,
-      "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
-                {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [2, 2]}],
-      "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
-                 {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [2, 2]}]})");
-    fs::copy(bundled_models / "repeat_int32", path_ / "repeat_int32", fs::copy_options::recursive);
-  }
-  test_repository(const test_repository&) = delete;
-  test_repository& operator=(const test_repository&) = delete;
-  ~test_repository() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  void write(const std::string& model, std::string_view config) const {
-    fs::create_directories(path_ / model);
-    std::ofstream out{path_ / model / "config.json", std::ios::trunc};
-    out << config;
-  }
-  [[nodiscard]] const fs::path& path() const noexcept { return path_; }
-
-private:
-  fs::path path_;
-};
+/// Writes the test models into `files`.
+void write_test_models(const archetypes::temp_repository& files) {
+  files.write("repeat", R"({"name": "repeat", "backend": "test_repeat", "max_batch_size": 0,
+    "model_transaction_policy": {"decoupled": true}})");
+  files.write("hold", R"({"name": "hold", "backend": "test_hold", "max_batch_size": 0,
+    "model_transaction_policy": {"decoupled": true}})");
+  files.write("text", R"({"name": "text", "backend": "identity", "max_batch_size": 0,
+    "input": [{"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]}],
+    "output": [{"name": "text_output", "data_type": "TYPE_STRING", "dims": [1]}]})");
+  files.write("floats", R"({"name": "floats", "backend": "identity", "max_batch_size": 8,
+    "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
+              {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [2, 2]}],
+    "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
+               {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [2, 2]}]})");
+  fs::copy(bundled_models / "repeat_int32", files.root() / "repeat_int32",
+           fs::copy_options::recursive);
+}
 
 class running_server {
 public:
-  running_server() : repository_{files_.path(), test_backends{}} {
+  explicit running_server(std::chrono::seconds exit_timeout = std::chrono::seconds{30})
+      : repository_{files_.root(), test_backends{}} {
+    write_test_models(files_);
     for (const auto& e : repository_.load_all()) {
       EXPECT_EQ(e.state, servekit::model_state::ready) << e.name << ": " << e.reason;
     }
@@ -165,14 +183,19 @@ public:
     options.host = "127.0.0.1";
     options.port = 0;
     options.thread_count = 2;
+    options.exit_timeout = exit_timeout;
     server_.emplace(repository_, std::move(options));
     thread_ = std::thread{[this] { server_->run(); }};
   }
   running_server(const running_server&) = delete;
   running_server& operator=(const running_server&) = delete;
-  ~running_server() {
+  ~running_server() { stop(); }
+  /// Stops the server and waits until run() has returned.
+  void stop() {
     server_->stop();
-    thread_.join();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
   }
   [[nodiscard]] std::uint16_t port() const { return server_->port(); }
   [[nodiscard]] std::unique_ptr<test_http::client> client() const {
@@ -184,7 +207,7 @@ public:
   }
 
 private:
-  test_repository files_;
+  archetypes::temp_repository files_;
   servekit::model_repository repository_;
   std::optional<servekit::http::server> server_;
   std::thread thread_;
@@ -440,6 +463,23 @@ TEST(GenerateStream, ClientDisconnectMidStream) {
   const auto r = c->post("/v2/models/repeat/generate_stream", R"({"IN": [7]})");
   ASSERT_EQ(r.status, 200U) << r.body;
   EXPECT_EQ(events_of(r.body).size(), 1U);
+}
+
+// SIGTERM with a stream the backend never ends and no final_response_timeout: once the exit
+// timeout expires, the decoupled model answers it `cancelled`, so run() returns (without that,
+// the request's session, and so run(), would wait forever).
+TEST(GenerateStream, ExitTimeoutEndsAStreamTheBackendNeverEnds) {
+  running_server s{std::chrono::seconds{0}};
+  reply r;
+  std::thread client{
+      [&] { r = s.client()->post("/v2/models/hold/generate_stream", R"({"IN": [1]})"); }};
+  ASSERT_TRUE(held().wait_for_one());
+  s.stop(); // returns
+  client.join();
+  const std::lock_guard lock{held().mutex};
+  ASSERT_EQ(held().senders.size(), 1U);
+  EXPECT_TRUE(held().senders[0].finished()) << "the request was answered (cancelled)";
+  held().senders.clear();
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 // stateful running sum (sequence batching with implicit state), and temporary repositories.
 
 #include "archetypes/gate.hpp"
+#include "archetypes/temp_repository.hpp"
 
 #include <servekit/backend/backend.hpp>
 #include <servekit/core/request.hpp>
@@ -16,8 +17,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -25,7 +24,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -221,40 +219,6 @@ inline servekit::response get(std::future<servekit::response>& f) {
   return f.get();
 }
 
-/// A model repository folder under the system's temporary directory, removed at the end.
-class temp_repository {
-public:
-  temp_repository() {
-    static std::atomic<int> counter{0};
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    root_ = std::filesystem::temp_directory_path() /
-            ("servekit-repository-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter.fetch_add(1)) + "-" + std::to_string(stamp));
-    std::filesystem::create_directories(root_);
-  }
-  temp_repository(const temp_repository&) = delete;
-  temp_repository& operator=(const temp_repository&) = delete;
-  ~temp_repository() {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
-
-  [[nodiscard]] const std::filesystem::path& root() const noexcept { return root_; }
-
-  /// Writes `<root>/<model>/config.json`.
-  void write(const std::string& model, std::string_view config) const {
-    std::filesystem::create_directories(root_ / model);
-    std::ofstream out{root_ / model / "config.json", std::ios::binary | std::ios::trunc};
-    out << config;
-  }
-  /// Creates `<root>/<model>/<folder>/`.
-  void add_folder(const std::string& model, const std::string& folder) const {
-    std::filesystem::create_directories(root_ / model / folder);
-  }
-  void remove(const std::string& model) const { std::filesystem::remove_all(root_ / model); }
-
-private:
-  std::filesystem::path root_;
-};
+using archetypes::temp_repository;
 
 } // namespace repository_tests

@@ -21,6 +21,19 @@ enum class instance_kind : std::uint8_t { cpu, gpu, model };
 /// Model parameters: Triton's `parameters` map of `{ "key": { "string_value": "..." } }`.
 using parameter_map = std::map<std::string, std::string, std::less<>>;
 
+/// The value of parameter `key` in `parameters` (null: none), if set.
+[[nodiscard]] inline std::optional<std::string_view> find_parameter(const parameter_map* parameters,
+                                                                    std::string_view key) {
+  if (parameters == nullptr) {
+    return std::nullopt;
+  }
+  const auto it = parameters->find(key);
+  if (it == parameters->end()) {
+    return std::nullopt;
+  }
+  return std::string_view{it->second};
+}
+
 /// Handed to a backend's optional `model_state` constructor: Triton's TRITONBACKEND_Model, as a
 /// value. Valid while the model exists.
 struct model_context {
@@ -34,14 +47,7 @@ struct model_context {
 
   /// A model parameter's string value, if the config sets it.
   [[nodiscard]] std::optional<std::string_view> parameter(std::string_view key) const {
-    if (parameters == nullptr) {
-      return std::nullopt;
-    }
-    const auto it = parameters->find(key);
-    if (it == parameters->end()) {
-      return std::nullopt;
-    }
-    return std::string_view{it->second};
+    return find_parameter(parameters, key);
   }
 };
 
@@ -60,14 +66,7 @@ struct instance_context {
 
   /// A model parameter's string value, if the config sets it.
   [[nodiscard]] std::optional<std::string_view> parameter(std::string_view key) const {
-    if (parameters == nullptr) {
-      return std::nullopt;
-    }
-    const auto it = parameters->find(key);
-    if (it == parameters->end()) {
-      return std::nullopt;
-    }
-    return std::string_view{it->second};
+    return find_parameter(parameters, key);
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/tensor_spec.hpp>
+#include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/shape.hpp>
@@ -1539,16 +1540,7 @@ inline void check_transaction_policy_and_cache(const model_options& options) {
   if (!options.response_cache || !options.response_cache->enable) {
     return;
   }
-  if (decoupled) {
-    fail_bad_value("/response_cache/enable", "Response Cache does not currently support model " +
-                                                 options.name +
-                                                 " with 'decoupled' transaction policy");
-  }
-  if (options.sequence_batching) {
-    fail_bad_value("/response_cache/enable", "Response Cache does not currently support model " +
-                                                 options.name +
-                                                 " with sequence batching scheduler");
-  }
+  check_response_cache_allowed(options.name, decoupled, options.sequence_batching.has_value());
 }
 
 /// A warmup sample's batch must fit the model: 1 for a model that does not batch

@@ -7,10 +7,10 @@
 /// queue that the next finishing request of that step drains.
 
 #include <servekit/backend/request_validator.hpp>
+#include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/cache/detail/cached_submit.hpp>
 #include <servekit/cache/response_cache.hpp>
 #include <servekit/core/clock.hpp>
-#include <servekit/core/config_error.hpp>
 #include <servekit/core/detail/block_pool.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
@@ -133,11 +133,7 @@ protected:
   /// ensemble's top level; null: the server has no cache). Call before the first submit, when
   /// the config enables the cache. A decoupled ensemble is refused, as Triton does.
   void use_response_cache(response_cache* cache) {
-    if (plan_.decoupled) {
-      throw config_error(config_error_code::bad_value, "/response_cache/enable",
-                         "Response Cache does not currently support model " + plan_.name +
-                             " with 'decoupled' transaction policy");
-    }
+    check_response_cache_allowed(plan_.name, plan_.decoupled, /*sequence_batching=*/false);
     cache_ = cache;
   }
 

@@ -201,15 +201,7 @@ namespace detail {
 inline status encode_generate_response(const servekit::response& r, std::string_view model,
                                        std::int64_t version, std::string& out) {
   out.clear();
-  out += R"({"model_name":)";
-  detail::append_json_string(out, model);
-  out += R"(,"model_version":")";
-  detail::append_integer(out, version);
-  out += '"';
-  if (!r.id.empty()) {
-    out += R"(,"id":)";
-    detail::append_json_string(out, r.id);
-  }
+  detail::append_response_head(out, model, version, r.id);
   std::string data;
   for (const auto& t : r.outputs) {
     std::size_t count = 0;

@@ -149,6 +149,21 @@ template <class T>
   return {};
 }
 
+/// `{"model_name":...,"model_version":"<version>"` and `,"id":...` when `id` is set: how both
+/// response forms (infer and generate) begin. The object is left open.
+inline void append_response_head(std::string& out, std::string_view model, std::int64_t version,
+                                 std::string_view id) {
+  out += R"({"model_name":)";
+  append_json_string(out, model);
+  out += R"(,"model_version":")";
+  append_integer(out, version);
+  out += '"';
+  if (!id.empty()) {
+    out += R"(,"id":)";
+    append_json_string(out, id);
+  }
+}
+
 } // namespace detail
 
 /// KServe's error body: {"error":"<message>"} (invalid UTF-8 in the message becomes U+FFFD).
@@ -212,15 +227,7 @@ inline status encode_infer_response(const servekit::response& r, std::string_vie
   }
   body.reserve(estimate);
 
-  body += R"({"model_name":)";
-  detail::append_json_string(body, model);
-  body += R"(,"model_version":")";
-  detail::append_integer(body, version);
-  body += '"';
-  if (!r.id.empty()) {
-    body += R"(,"id":)";
-    detail::append_json_string(body, r.id);
-  }
+  detail::append_response_head(body, model, version, r.id);
   body += R"(,"outputs":[)";
 
   bool first = true;

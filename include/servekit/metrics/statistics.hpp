@@ -250,11 +250,7 @@ public:
   /// execution started. Lock-free for the first `response_index_capacity` indices.
   void record_response(std::uint64_t index, response_outcome outcome, std::uint64_t ns) {
     if (index < response_index_capacity) {
-      atomic_response* table = responses_published_.load(std::memory_order_acquire);
-      if (table == nullptr) {
-        table = ensure_response_table();
-      }
-      table[index].of(outcome).add(ns);
+      responses_[index].of(outcome).add(ns);
       return;
     }
     const std::lock_guard lock{late_responses_mutex_};
@@ -316,13 +312,11 @@ public:
       s.instances.push_back({instance_names_[i], load(in.execution_count), load(in.inference_count),
                              load_d(in.compute_infer)});
     }
-    if (const atomic_response* table = responses_table()) {
-      for (std::size_t i = 0; i < response_index_capacity; ++i) {
-        const atomic_response& r = table[i];
-        response_index_stat stat{i, load_d(r.success), load_d(r.fail), load_d(r.empty_response)};
-        if (stat.success.count + stat.fail.count + stat.empty_response.count != 0) {
-          s.response_stats.push_back(stat);
-        }
+    for (std::size_t i = 0; i < response_index_capacity; ++i) {
+      const atomic_response& r = responses_[i];
+      response_index_stat stat{i, load_d(r.success), load_d(r.fail), load_d(r.empty_response)};
+      if (stat.success.count + stat.fail.count + stat.empty_response.count != 0) {
+        s.response_stats.push_back(stat);
       }
     }
     {
@@ -381,23 +375,9 @@ private:
   std::vector<atomic_instance> instances_;
   std::vector<std::string> instance_names_;
 
-  // Response statistics exist only for models that send responses one by one (decoupled):
-  // the table is made on the first response and published once.
-  atomic_response* ensure_response_table() {
-    auto fresh = std::make_unique<atomic_response[]>(response_index_capacity);
-    atomic_response* expected = nullptr;
-    if (responses_published_.compare_exchange_strong(expected, fresh.get(),
-                                                     std::memory_order_acq_rel)) {
-      responses_ = std::move(fresh); // only the winner writes it; the destructor frees it
-      return responses_.get();
-    }
-    return expected; // another thread published first
-  }
-  [[nodiscard]] const atomic_response* responses_table() const noexcept {
-    return responses_published_.load(std::memory_order_acquire);
-  }
-  std::unique_ptr<atomic_response[]> responses_;
-  std::atomic<atomic_response*> responses_published_{nullptr};
+  // Per response index, for decoupled models (3 KiB; zero for the others).
+  std::unique_ptr<atomic_response[]> responses_ =
+      std::make_unique<atomic_response[]>(response_index_capacity);
   mutable std::mutex late_responses_mutex_;
   std::map<std::uint64_t, response_index_stat> late_responses_;
 };

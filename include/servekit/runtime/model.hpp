@@ -5,9 +5,9 @@
 
 #include <servekit/backend/backend.hpp>
 #include <servekit/backend/request_validator.hpp>
+#include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/cache/detail/cached_submit.hpp>
 #include <servekit/cache/response_cache.hpp>
-#include <servekit/core/config_error.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
@@ -224,16 +224,7 @@ private:
     }
     const bool decoupled = traits::decoupled || (options.model_transaction_policy &&
                                                  options.model_transaction_policy->decoupled);
-    if (decoupled) {
-      throw config_error{config_error_code::bad_value, "/response_cache/enable",
-                         "Response Cache does not currently support model " + options.name +
-                             " with 'decoupled' transaction policy"};
-    }
-    if (sequence_batching) {
-      throw config_error{config_error_code::bad_value, "/response_cache/enable",
-                         "Response Cache does not currently support model " + options.name +
-                             " with sequence batching scheduler"};
-    }
+    check_response_cache_allowed(options.name, decoupled, sequence_batching);
     return environment.cache.get();
   }
 
