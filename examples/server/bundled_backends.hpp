@@ -1,7 +1,9 @@
 #pragma once
 /// \file
 /// The backends compiled into servekit-server, by the name a config.json's "backend" gives.
-/// Add your own here: write a backend class, then one `named_backend` line.
+/// Add your own here: write a backend class, then one `named_backend` line (and, to build its
+/// models once rather than in every file that includes this one, one SERVEKIT_EXTERN_COMPOSITIONS
+/// line below and a backends/<name>.cpp with the matching SERVEKIT_INSTANTIATE_COMPOSITIONS).
 
 #include "backends/accumulate.hpp"
 #include "backends/add_sub.hpp"
@@ -24,3 +26,13 @@ using bundled_backends = servekit::backend_list<
                             cuda_examples::gpu_accumulate_state_store>>;
 
 } // namespace servekit_server
+
+// Each backend's models are compiled once, in backends/<name>.cpp (the library
+// servekit_example_bundled_backends), not in every file that includes this header.
+SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::add_sub_backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::identity_backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::accumulate_backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(repeat::backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::mlp_backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::gpu_accumulate_backend,
+                             cuda_examples::gpu_accumulate_state_store);

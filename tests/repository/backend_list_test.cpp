@@ -20,8 +20,8 @@ using servekit::named_backend;
 using backends = servekit::backend_list<
     named_backend<"add", add_backend>, named_backend<"unbatched", unbatched_backend>,
     named_backend<"failing", failing_backend>, named_backend<"sum", sum_backend>>;
-using add_models = servekit::detail::compositions<add_backend, servekit::host_state_store>;
-using sum_models = servekit::detail::compositions<sum_backend, servekit::host_state_store>;
+using add_models = servekit::compositions<add_backend, servekit::host_state_store>;
+using sum_models = servekit::compositions<sum_backend, servekit::host_state_store>;
 
 /// A state store of its own type, to see that a named_backend's store is the one used.
 struct own_store : servekit::host_state_store {
@@ -105,7 +105,7 @@ TEST_F(BackendList, SequenceBatchingPicksTheStrategy) {
 
 TEST_F(BackendList, SequenceBatchingUsesTheNamedBackendsStore) {
   using with_own_store = servekit::backend_list<named_backend<"sum", sum_backend, own_store>>;
-  using own_models = servekit::detail::compositions<sum_backend, own_store>;
+  using own_models = servekit::compositions<sum_backend, own_store>;
   auto direct = with_own_store::make(config(sum_config("direct")));
   EXPECT_NE(direct.get<own_models::direct_sequence_model>(), nullptr);
   EXPECT_EQ(direct.get<sum_models::direct_sequence_model>(), nullptr);

@@ -35,8 +35,8 @@ using backends = servekit::backend_list<
     named_backend<"failing", failing_backend>, named_backend<"sum", sum_backend>,
     named_backend<"plus_one", pre_backend>, named_backend<"times_two", cls_backend>>;
 
-using add_models = servekit::detail::compositions<add_backend>;
-using sum_models = servekit::detail::compositions<sum_backend>;
+using add_models = servekit::compositions<add_backend>;
+using sum_models = servekit::compositions<sum_backend>;
 
 constexpr const char* add_config = R"({"backend": "add", "max_batch_size": 8})";
 constexpr const char* batched_add_config =

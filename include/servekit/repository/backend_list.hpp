@@ -40,8 +40,6 @@ struct named_backend {
   using state_store_type = Store;
 };
 
-namespace detail {
-
 /// The model types a backend is served as, one per scheduler a config can ask for. Instance
 /// counts are run-time options (`instance_group`), so they need no type of their own.
 template <class Backend, class Store = host_state_store>
@@ -55,7 +53,14 @@ struct compositions {
 /// Builds the composition `config` asks for: sequence_batching (by strategy), then
 /// dynamic_batching, else the default scheduler. A composition the backend cannot take is a
 /// config_error at the field that asks for it, not a compile error.
-template <class Backend, class Store>
+///
+/// This is where a backend's four model types are compiled, and they are most of what a
+/// translation unit that names the backend in a backend_list costs to build. To compile them
+/// once for a whole program, declare `SERVEKIT_EXTERN_COMPOSITIONS(Backend, Store);` after the
+/// backend's definition (every TU that sees it then only calls this function) and put
+/// `SERVEKIT_INSTANTIATE_COMPOSITIONS(Backend, Store);` in one .cpp file
+/// (examples/server/backends/*.cpp do this for the bundled backends).
+template <class Backend, class Store = host_state_store>
 [[nodiscard]] any_model make_composition(const model_options& config, const test_hooks& hooks,
                                          const model_environment& environment) {
   using types = compositions<Backend, Store>;
@@ -78,8 +83,6 @@ template <class Backend, class Store>
   return any_model::make<typename types::default_model>(config, hooks, environment);
 }
 
-} // namespace detail
-
 /// Backends by name (`named_backend<"name", Backend[, Store]>...`), and the factory a model
 /// repository builds its models with.
 template <class... Named>
@@ -98,13 +101,13 @@ struct backend_list {
   [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {},
                                       const model_environment& environment = {}) {
     any_model out;
-    const bool found = ((config.backend == Named::name
-                             ? (out = detail::make_composition<typename Named::backend_type,
-                                                               typename Named::state_store_type>(
-                                    config, hooks, environment),
-                                true)
-                             : false) ||
-                        ...);
+    const bool found =
+        ((config.backend == Named::name ? (out = make_composition<typename Named::backend_type,
+                                                                  typename Named::state_store_type>(
+                                               config, hooks, environment),
+                                           true)
+                                        : false) ||
+         ...);
     if (!found) {
       throw config_error(config_error_code::bad_value, "/backend",
                          (config.backend.empty() ? "model '" + config.name + "' names no backend"
@@ -138,3 +141,17 @@ private:
 };
 
 } // namespace servekit
+
+/// Declares that `make_composition<Backend, Store>` (the backend's models) is compiled in some
+/// other translation unit, which uses SERVEKIT_INSTANTIATE_COMPOSITIONS. At global scope.
+#define SERVEKIT_EXTERN_COMPOSITIONS(Backend, Store)                                               \
+  extern template ::servekit::any_model servekit::make_composition<Backend, Store>(                \
+      const ::servekit::model_options&, const ::servekit::test_hooks&,                             \
+      const ::servekit::model_environment&)
+
+/// Compiles `make_composition<Backend, Store>` (the backend's models) in this translation unit,
+/// for the ones that declared SERVEKIT_EXTERN_COMPOSITIONS. At global scope, in one .cpp.
+#define SERVEKIT_INSTANTIATE_COMPOSITIONS(Backend, Store)                                          \
+  template ::servekit::any_model servekit::make_composition<Backend, Store>(                       \
+      const ::servekit::model_options&, const ::servekit::test_hooks&,                             \
+      const ::servekit::model_environment&)

@@ -1,0 +1,5 @@
+// The models of the bundled `accumulate` backend (its four compositions), compiled once for
+// servekit-server and the tests that serve the bundled models (bundled_backends.hpp).
+#include "bundled_backends.hpp"
+
+SERVEKIT_INSTANTIATE_COMPOSITIONS(servekit_server::accumulate_backend, servekit::host_state_store);

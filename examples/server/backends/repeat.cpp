@@ -1,0 +1,5 @@
+// The models of the bundled `repeat` backend (its four compositions), compiled once for
+// servekit-server and the tests that serve the bundled models (bundled_backends.hpp).
+#include "bundled_backends.hpp"
+
+SERVEKIT_INSTANTIATE_COMPOSITIONS(repeat::backend, servekit::host_state_store);
