@@ -55,9 +55,10 @@ public:
   }
 
   /// False only when nothing was pushed that the consumer has not popped. Consumer side.
+  /// (`tail_` is the next request to pop unless it is the stub; the queue is empty only when
+  /// the stub is both the tail and the head.)
   [[nodiscard]] bool maybe_nonempty() const noexcept {
-    return head_.load(std::memory_order_seq_cst) != tail_ ||
-           tail_->intake_next.load(std::memory_order_seq_cst) != nullptr;
+    return tail_ != &stub_ || head_.load(std::memory_order_seq_cst) != &stub_;
   }
 
 private:
