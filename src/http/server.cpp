@@ -1,0 +1,4 @@
+// servekit::server: the HTTP front end, compiled once (include/servekit/http/impl/server.ipp).
+#include <servekit/http/server.hpp>
+
+#include <servekit/http/impl/server.ipp>
