@@ -6,5 +6,5 @@
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/ensemble/ensemble_executor.hpp>
 #include <servekit/ensemble/ensemble_graph.hpp>
-#include <servekit/ensemble/ensemble_scheduling_options.hpp>
 #include <servekit/ensemble/runtime_ensemble.hpp>
+#include <servekit/schedule/ensemble_scheduling_options.hpp>

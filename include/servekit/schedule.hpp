@@ -8,6 +8,7 @@
 #include <servekit/schedule/direct_sequence_core.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/ensemble_scheduling_options.hpp>
 #include <servekit/schedule/oldest_sequence_core.hpp>
 #include <servekit/schedule/scheduler.hpp>
 #include <servekit/schedule/sequence_batcher.hpp>

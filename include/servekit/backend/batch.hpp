@@ -144,12 +144,12 @@ public:
   }
   /// Decoupled models: entry `i` answers through `state` (null for a padding entry). Call for
   /// every entry, in order, after add().
-  void bind_decoupled(std::shared_ptr<detail::decoupled_request> state) {
+  void bind_decoupled(std::shared_ptr<detail::response_channel> state) {
     decoupled_requests_.push_back(std::move(state));
     taken_.push_back(false);
   }
   /// Entry `i`'s state, as bound.
-  [[nodiscard]] detail::decoupled_request* decoupled_state(std::size_t i) const noexcept {
+  [[nodiscard]] detail::response_channel* decoupled_state(std::size_t i) const noexcept {
     return decoupled_requests_[i].get();
   }
   [[nodiscard]] time_point compute_input_end() const noexcept { return input_end_; }
@@ -160,7 +160,7 @@ private:
   std::vector<std::int64_t> elements_;
   std::vector<servekit::response> responses_;
   std::vector<response_sink*> sinks_;
-  std::vector<std::shared_ptr<detail::decoupled_request>> decoupled_requests_; // decoupled only
+  std::vector<std::shared_ptr<detail::response_channel>> decoupled_requests_; // decoupled only
   std::vector<bool> taken_;
   std::int64_t total_elements_ = 0;
   std::int64_t padding_ = 0;

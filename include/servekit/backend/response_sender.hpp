@@ -3,9 +3,9 @@
 /// response_sender: the handle a decoupled backend keeps to answer one request after execute
 /// returned (Triton's TRITONBACKEND_ResponseFactory).
 
+#include <servekit/backend/detail/response_channel.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
-#include <servekit/runtime/detail/decoupled_requests.hpp>
 
 #include <memory>
 #include <utility>
@@ -25,7 +25,7 @@ namespace servekit {
 class response_sender {
 public:
   response_sender() noexcept = default;
-  explicit response_sender(std::shared_ptr<detail::decoupled_request> state) noexcept
+  explicit response_sender(std::shared_ptr<detail::response_channel> state) noexcept
       : state_{std::move(state)} {}
   response_sender(response_sender&&) noexcept = default;
   response_sender& operator=(response_sender&& other) noexcept {
@@ -67,7 +67,7 @@ public:
   }
 
 private:
-  std::shared_ptr<detail::decoupled_request> state_;
+  std::shared_ptr<detail::response_channel> state_;
 };
 
 } // namespace servekit

@@ -15,10 +15,10 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/shape.hpp>
-#include <servekit/ensemble/ensemble_scheduling_options.hpp>
 #include <servekit/queue/queue_policy.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/ensemble_scheduling_options.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
 
 #include <nlohmann/json.hpp>

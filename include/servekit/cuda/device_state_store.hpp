@@ -15,8 +15,8 @@
 #include <servekit/cuda/device.hpp>
 #include <servekit/cuda/error.hpp>
 #include <servekit/cuda/memory.hpp>
-#include <servekit/schedule/sequence_batching_options.hpp>
 #include <servekit/state/host_state_store.hpp>
+#include <servekit/state/state_options.hpp>
 #include <servekit/state/state_store.hpp>
 
 #include <cuda_runtime_api.h>

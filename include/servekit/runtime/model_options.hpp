@@ -6,8 +6,8 @@
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/tensor_spec.hpp>
 #include <servekit/core/data_type.hpp>
-#include <servekit/ensemble/ensemble_scheduling_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/ensemble_scheduling_options.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
 
 #include <cstdint>

@@ -10,7 +10,7 @@
 #include <servekit/core/shape.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/core/tensor.hpp>
-#include <servekit/schedule/sequence_batching_options.hpp>
+#include <servekit/state/state_options.hpp>
 
 #include <algorithm>
 #include <concepts>

@@ -4,6 +4,7 @@
 /// per request (what a response_sender points to) and the model's table of them, whose watchdog
 /// enforces final_response_timeout_microseconds.
 
+#include <servekit/backend/detail/response_channel.hpp>
 #include <servekit/core/clock.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
@@ -32,8 +33,9 @@ class decoupled_requests;
 /// One request of a decoupled model from the start of its execution to its final response.
 /// Every response goes through `send`, under one mutex per request, so a backend may send from
 /// any thread; the first final response wins and everything after it is refused. Shared by the
-/// model's table (until the final) and the backend's response_sender (while it holds one).
-class decoupled_request : public std::enable_shared_from_this<decoupled_request> {
+/// model's table (until the final) and the backend's response_sender (while it holds one), which
+/// sees it as backend/'s `response_channel`: one virtual call per response, next to the mutex.
+class decoupled_request final : public response_channel {
 public:
   decoupled_request(decoupled_requests& owner, std::uint64_t key, response_sink&& sink,
                     const request& r, time_point start)
@@ -42,20 +44,22 @@ public:
 
   decoupled_request(const decoupled_request&) = delete;
   decoupled_request& operator=(const decoupled_request&) = delete;
-  ~decoupled_request() = default;
+  decoupled_request(decoupled_request&&) = delete;
+  decoupled_request& operator=(decoupled_request&&) = delete;
+  ~decoupled_request() override = default;
 
   /// Delivers `r`, as the final response when `final`. Not ok (and `r` dropped) when the
   /// request already has its final response: sent by the backend, or an error for a timeout,
   /// a cancelling shutdown or a released sender.
-  status send(response&& r, bool final);
+  status send(response&& r, bool final) override;
 
   /// Sends `s` as the final error unless the final response was sent already; true if it did.
   bool fail(status s) { return send(response::failure(std::move(s)), true).ok(); }
 
   /// A response_sender let go of the request: without a final response it gets an error one.
-  void release();
+  void release() override;
 
-  [[nodiscard]] bool finished() const {
+  [[nodiscard]] bool finished() const override {
     const std::lock_guard lock{mutex_};
     return final_sent_;
   }

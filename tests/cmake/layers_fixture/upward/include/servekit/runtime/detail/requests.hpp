@@ -1,0 +1,3 @@
+#pragma once
+#include <servekit/backend/good.hpp>
+#include <servekit/core/status.hpp>
