@@ -28,9 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace servekit {
-
-namespace detail {
+namespace servekit::detail {
 
 // ------------------------------------------------------------------------------------------
 // input[] and output[] (ModelInput / ModelOutput)
@@ -511,6 +509,4 @@ SERVEKIT_SERVER_DECL void read_instance_groups(const json& value, const std::str
   out.instance_group = read_array<instance_group_options>(value, path, read_instance_group);
 }
 
-} // namespace detail
-
-} // namespace servekit
+} // namespace servekit::detail

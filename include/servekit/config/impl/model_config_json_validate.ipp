@@ -22,9 +22,7 @@
 #include <string>
 #include <string_view>
 
-namespace servekit {
-
-namespace detail {
+namespace servekit::detail {
 
 /// Triton's rules for ensembles that the config alone decides: `ensemble_scheduling` and
 /// `platform: "ensemble"` go together, and an ensemble has no scheduler or instances of its own
@@ -146,6 +144,4 @@ SERVEKIT_SERVER_DECL void check_model_options(const model_options& options) {
   }
 }
 
-} // namespace detail
-
-} // namespace servekit
+} // namespace servekit::detail
