@@ -1,0 +1,20 @@
+// A user of servekit::server, the compiled server tier: reads a Triton model config, writes it
+// back, and reads that again. Fails (exit 1) unless both readings agree.
+#include <servekit/config/model_config_json.hpp>
+#include <servekit/http/server.hpp>
+
+#include <cstdio>
+
+int main() {
+  const servekit::model_options first = servekit::load_model_config(
+      R"({"name": "add_sub", "backend": "add_sub", "max_batch_size": 8,
+          "dynamic_batching": {"preferred_batch_size": [4]}})");
+  const servekit::model_options second =
+      servekit::load_model_config(servekit::save_model_config(first));
+  if (second.name != "add_sub" || second.max_batch_size != 8 || !second.dynamic_batching) {
+    std::puts("server_consumer: the config did not survive a round trip");
+    return 1;
+  }
+  std::puts("server_consumer: ok");
+  return 0;
+}
