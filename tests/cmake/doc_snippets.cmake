@@ -216,7 +216,7 @@ if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_CURRENT_LIST_FILE STREQUAL CMAKE_SCRIPT_MODE
   list(LENGTH _doc_OTHER _others)
   string(REPLACE ";" ", " _other_langs "${_doc_OTHER}")
   message("${NAME}: ${_cpp} C++ blocks: ${_compiled} compiled (${_run} of them run), ${_skipped} "
-          "marked skip; ${_others} blocks in other languages (${_other_langs})\n${_report}")
+          "marked skip; not C++: ${_others} (${_other_langs})\n${_report}")
   if(NOT _doc_ERRORS STREQUAL "")
     message(FATAL_ERROR "${NAME}: malformed:\n${_doc_ERRORS}")
   endif()
