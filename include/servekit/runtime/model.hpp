@@ -74,18 +74,20 @@ concept scheduler_policy_declares_core_type = requires {
 /// `static constexpr bool batches_requests = ...;`: whether it puts several requests in a batch.
 template <class P>
 concept scheduler_policy_declares_batches_requests = requires {
-  requires std::same_as<std::remove_cvref_t<decltype(P::batches_requests)>, bool>;
+  requires std::same_as < std::remove_cvref_t<decltype(P::batches_requests)>,
+  bool > ;
 };
 
 /// A scheduler policy the threaded shell can run: its core is a scheduler_core.
 template <class P>
-concept usable_shared_policy = scheduler_policy_declares_batches_requests<P> &&
-    !sequence_policy<P> && scheduler_core<typename P::core_type>;
+concept usable_shared_policy =
+    scheduler_policy_declares_batches_requests<P> && !sequence_policy<P> &&
+    scheduler_core<typename P::core_type>;
 /// A sequence batcher the sequence shell can run: a pinned core and a state store.
 template <class P>
-concept usable_sequence_policy = scheduler_policy_declares_batches_requests<P> &&
-    sequence_policy<P> && pinned_scheduler_core<typename P::core_type> &&
-    state_store<typename P::store_type>;
+concept usable_sequence_policy =
+    scheduler_policy_declares_batches_requests<P> && sequence_policy<P> &&
+    pinned_scheduler_core<typename P::core_type> && state_store<typename P::store_type>;
 
 /// Checks the scheduler policy of a model, then its core (and a sequence batcher's state
 /// store), with one readable message per missing member.

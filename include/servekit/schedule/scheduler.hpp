@@ -132,12 +132,12 @@ concept core_has_size = requires(const C& ccore) {
 /// time. No threads, no clock reads, no responses: shells do those. The requirements, one per
 /// member, are the detail::core_* concepts above; check_scheduler_core names a missing one.
 template <class C>
-concept scheduler_core = detail::core_constructible_from_settings<C> &&
-    detail::core_has_level_of<C> && detail::core_has_max_queue_size<C> &&
-    detail::core_has_deadline_of<C> && detail::core_has_has_room<C> &&
-    detail::core_has_enqueue<C> && detail::core_has_form_batch<C> && detail::core_has_expire<C> &&
-    detail::core_has_collect_cancelled<C> && detail::core_has_drain<C> &&
-    detail::core_has_flush<C> && detail::core_has_next_deadline<C> &&
+concept scheduler_core =
+    detail::core_constructible_from_settings<C> && detail::core_has_level_of<C> &&
+    detail::core_has_max_queue_size<C> && detail::core_has_deadline_of<C> &&
+    detail::core_has_has_room<C> && detail::core_has_enqueue<C> && detail::core_has_form_batch<C> &&
+    detail::core_has_expire<C> && detail::core_has_collect_cancelled<C> &&
+    detail::core_has_drain<C> && detail::core_has_flush<C> && detail::core_has_next_deadline<C> &&
     detail::core_has_next_timeout<C> && detail::core_has_size<C>;
 
 /// What a pinned core answers to a new request: accepted (and which instance now has work to
@@ -205,14 +205,14 @@ concept pinned_core_has_slots_per_instance = requires(const C& ccore) {
 /// decisions are as for scheduler_core, all on one thread at a time; check_pinned_scheduler_core
 /// names a missing member.
 template <class C>
-concept pinned_scheduler_core = detail::core_constructible_from_settings<C> &&
-    detail::pinned_core_has_enqueue<C> && detail::pinned_core_has_form_batch<C> &&
-    detail::pinned_core_has_batch_done<C> && detail::core_has_expire<C> &&
-    detail::core_has_collect_cancelled<C> && detail::core_has_drain<C> &&
-    detail::core_has_flush<C> && detail::pinned_core_has_close_instance<C> &&
-    detail::pinned_core_has_next_deadline<C> && detail::core_has_next_timeout<C> &&
-    detail::core_has_size<C> && detail::pinned_core_has_take_woken<C> &&
-    detail::pinned_core_has_slots_per_instance<C>;
+concept pinned_scheduler_core =
+    detail::core_constructible_from_settings<C> && detail::pinned_core_has_enqueue<C> &&
+    detail::pinned_core_has_form_batch<C> && detail::pinned_core_has_batch_done<C> &&
+    detail::core_has_expire<C> && detail::core_has_collect_cancelled<C> &&
+    detail::core_has_drain<C> && detail::core_has_flush<C> &&
+    detail::pinned_core_has_close_instance<C> && detail::pinned_core_has_next_deadline<C> &&
+    detail::core_has_next_timeout<C> && detail::core_has_size<C> &&
+    detail::pinned_core_has_take_woken<C> && detail::pinned_core_has_slots_per_instance<C>;
 
 /// Checks a scheduler core (the `core_type` of a scheduler policy other than the sequence
 /// batcher) with one readable message per missing member. model<...> calls it first, so users
@@ -287,9 +287,8 @@ consteval bool check_pinned_scheduler_core() {
   static_assert(detail::pinned_core_has_next_deadline<C>,
                 "servekit: a pinned scheduler core needs "
                 "`servekit::time_point next_deadline(std::size_t instance) const`");
-  static_assert(detail::core_has_next_timeout<C>,
-                "servekit: a pinned scheduler core needs "
-                "`servekit::time_point next_timeout() const`");
+  static_assert(detail::core_has_next_timeout<C>, "servekit: a pinned scheduler core needs "
+                                                  "`servekit::time_point next_timeout() const`");
   static_assert(detail::core_has_size<C>,
                 "servekit: a pinned scheduler core needs `std::size_t size() const`");
   static_assert(detail::pinned_core_has_take_woken<C>,
