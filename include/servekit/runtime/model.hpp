@@ -140,11 +140,20 @@ consteval scheduler_kind scheduler_kind_of() {
 }
 
 /// What a model holds in place of a shell when its scheduler policy fails its checks: it takes
-/// any constructor arguments, so that check_scheduler_policy's messages are not followed by the
-/// shells' constraint failures.
+/// any constructor arguments and declares what model<...> calls, so that check_scheduler_policy's
+/// messages are not followed by the shells' constraint failures. Never defined: such a model
+/// does not compile.
 struct unusable_shell {
   template <class... Args>
   explicit unusable_shell(Args&&...) noexcept {}
+  template <class... Args>
+  status submit(Args&&...);
+  template <class... Args>
+  void cancel(Args&&...);
+  template <class... Args>
+  void shutdown(Args&&...);
+  [[nodiscard]] std::size_t instance_count() const noexcept;
+  [[nodiscard]] const unusable_shell& states() const noexcept;
 };
 
 template <class Backend, class P>
@@ -180,6 +189,8 @@ class model {
   static_assert(detail::check_policies<Policies...>());
   static_assert(detail::check_scheduler_policy<
                 detail::find_role_t<scheduler_role, default_scheduler, Policies...>>());
+  static_assert(check_instance_group_policy<
+                detail::find_role_t<instance_group_role, instance_group<1>, Policies...>>());
 
 public:
   using backend_type = Backend;
