@@ -1,4 +1,4 @@
-// expect: must model servekit::state_store
+// expect: a state store needs a public constructor `explicit S.const servekit::state_store_config
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

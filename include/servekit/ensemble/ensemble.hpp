@@ -236,6 +236,10 @@ consteval bool check_ensemble() {
                                      "servekit::outputs<\"NAME\", ...>");
   static_assert((is_step<Steps> && ...), "servekit: the arguments of ensemble<...> after inputs<> "
                                          "and outputs<> must be servekit::step<Model, ...>");
+  if constexpr ((is_step<Steps> && ...)) {
+    // One message per missing member of a step's model, before the summary below.
+    static_assert((check_servable<typename Steps::model_type>() && ...));
+  }
   static_assert((servable<typename Steps::model_type> && ...),
                 "servekit: the model of a step must be servable (a servekit::model<...>, an "
                 "ensemble, or a class with submit/cancel/name/version/max_batch_size/inputs/"

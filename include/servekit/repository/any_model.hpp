@@ -23,14 +23,20 @@ public:
   /// Empty: holds nothing (`ref()` must not be called).
   any_model() noexcept = default;
 
-  /// Constructs an `M` in place from `args`.
-  template <servable M, class... Args>
+  /// Constructs an `M` in place from `args`. `M` must be servable (check_servable names what
+  /// it lacks).
+  template <class M, class... Args>
   [[nodiscard]] static any_model make(Args&&... args) {
-    auto owned = std::make_unique<M>(std::forward<Args>(args)...);
-    any_model out;
-    out.self_ = owned.release();
-    out.ops_ = &ops_for<M>;
-    return out;
+    static_assert(check_servable<M>());
+    if constexpr (servable<M>) {
+      auto owned = std::make_unique<M>(std::forward<Args>(args)...);
+      any_model out;
+      out.self_ = owned.release();
+      out.ops_ = &ops_for<M>;
+      return out;
+    } else {
+      return any_model{}; // not reached: check_servable failed
+    }
   }
 
   any_model(any_model&& other) noexcept

@@ -7,11 +7,13 @@
 #include <servekit/runtime/model_options.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace servekit {
@@ -28,6 +30,26 @@ struct instance_group {
   using policy_role = instance_group_role;
   static constexpr std::int32_t default_count = Count;
 };
+
+namespace detail {
+/// `static constexpr std::int32_t default_count = N;` (N >= 1): instances to run when the options
+/// list no instance_group.
+template <class P>
+concept instance_group_policy_declares_default_count = requires {
+  requires std::same_as<std::remove_cvref_t<decltype(P::default_count)>, std::int32_t>;
+  requires(P::default_count >= 1);
+};
+} // namespace detail
+
+/// Checks an instance-group policy (the one model<...> finds by `instance_group_role`) with a
+/// readable message. model<...> calls it first.
+template <class P>
+consteval bool check_instance_group_policy() {
+  static_assert(detail::instance_group_policy_declares_default_count<P>,
+                "servekit: an instance_group policy needs "
+                "`static constexpr std::int32_t default_count = N;` with N >= 1");
+  return true;
+}
 
 /// One instance to create, after KIND_AUTO and GPU lists are resolved.
 struct instance_placement {

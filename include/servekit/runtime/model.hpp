@@ -26,12 +26,14 @@
 #include <servekit/schedule/sequence_batcher.hpp>
 #include <servekit/state/state_store.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -64,6 +66,67 @@ concept sequence_policy = requires {
   typename P::strategy_type;
 };
 
+/// `using core_type = ...;`: the policy's decision core.
+template <class P>
+concept scheduler_policy_declares_core_type = requires {
+  typename P::core_type;
+};
+/// `static constexpr bool batches_requests = ...;`: whether it puts several requests in a batch.
+template <class P>
+concept scheduler_policy_declares_batches_requests = requires {
+  requires std::same_as < std::remove_cvref_t<decltype(P::batches_requests)>,
+  bool > ;
+};
+
+/// A scheduler policy the threaded shell can run: its core is a scheduler_core.
+template <class P>
+concept usable_shared_policy =
+    scheduler_policy_declares_batches_requests<P> && !sequence_policy<P> &&
+    scheduler_core<typename P::core_type>;
+/// A sequence batcher the sequence shell can run: a pinned core and a state store.
+template <class P>
+concept usable_sequence_policy =
+    scheduler_policy_declares_batches_requests<P> && sequence_policy<P> &&
+    pinned_scheduler_core<typename P::core_type> && state_store<typename P::store_type>;
+
+/// Checks the scheduler policy of a model, then its core (and a sequence batcher's state
+/// store), with one readable message per missing member.
+template <class P>
+consteval bool check_scheduler_policy() {
+  static_assert(scheduler_policy_declares_core_type<P>,
+                "servekit: a scheduler policy needs `using core_type = ...;`, its decision core "
+                "(a servekit::scheduler_core)");
+  static_assert(scheduler_policy_declares_batches_requests<P>,
+                "servekit: a scheduler policy needs `static constexpr bool batches_requests = "
+                "...;` (whether it puts several requests in one batch)");
+  if constexpr (sequence_policy<P>) {
+    static_assert(check_pinned_scheduler_core<typename P::core_type>());
+    static_assert(check_state_store<typename P::store_type>());
+  } else if constexpr (scheduler_policy_declares_core_type<P>) {
+    static_assert(check_scheduler_core<typename P::core_type>());
+  }
+  return true;
+}
+
+/// The policy's core_type, or void when it declares none (check_scheduler_policy says so).
+template <class P>
+struct core_type_of {
+  using type = void;
+};
+template <scheduler_policy_declares_core_type P>
+struct core_type_of<P> {
+  using type = typename P::core_type;
+};
+
+template <class P>
+consteval bool batches_requests_of() {
+  if constexpr (scheduler_policy_declares_batches_requests<P>) {
+    return P::batches_requests;
+  } else {
+    return false;
+  }
+}
+
 template <class P>
 consteval scheduler_kind scheduler_kind_of() {
   if constexpr (sequence_policy<P>) {
@@ -71,20 +134,38 @@ consteval scheduler_kind scheduler_kind_of() {
                ? scheduler_kind::sequence_direct
                : scheduler_kind::sequence_oldest;
   } else {
-    return P::batches_requests ? scheduler_kind::dynamic_batcher
-                               : scheduler_kind::default_scheduler;
+    return batches_requests_of<P>() ? scheduler_kind::dynamic_batcher
+                                    : scheduler_kind::default_scheduler;
   }
 }
 
+/// What a model holds in place of a shell when its scheduler policy fails its checks: it takes
+/// any constructor arguments and declares what model<...> calls, so that check_scheduler_policy's
+/// messages are not followed by the shells' constraint failures. Never defined: such a model
+/// does not compile.
+struct unusable_shell {
+  template <class... Args>
+  explicit unusable_shell(Args&&...) noexcept {}
+  template <class... Args>
+  status submit(Args&&...);
+  template <class... Args>
+  void cancel(Args&&...);
+  template <class... Args>
+  void shutdown(Args&&...);
+  [[nodiscard]] std::size_t instance_count() const noexcept;
+  [[nodiscard]] const unusable_shell& states() const noexcept;
+};
+
 template <class Backend, class P>
 struct shell_for {
+  using type = unusable_shell;
+};
+template <class Backend, usable_shared_policy P>
+struct shell_for<Backend, P> {
   using type = threaded_shell<Backend, typename P::core_type>;
 };
-template <class Backend, sequence_policy P>
+template <class Backend, usable_sequence_policy P>
 struct shell_for<Backend, P> {
-  static_assert(state_store<typename P::store_type>,
-                "servekit: the Store of sequence_batcher<Strategy, Store> must model "
-                "servekit::state_store (e.g. servekit::host_state_store)");
   using type = sequence_shell<Backend, typename P::core_type, typename P::store_type>;
 };
 } // namespace detail
@@ -106,6 +187,10 @@ template <class Backend, class... Policies>
 class model {
   static_assert(check_backend<Backend>());
   static_assert(detail::check_policies<Policies...>());
+  static_assert(detail::check_scheduler_policy<
+                detail::find_role_t<scheduler_role, default_scheduler, Policies...>>());
+  static_assert(check_instance_group_policy<
+                detail::find_role_t<instance_group_role, instance_group<1>, Policies...>>());
 
 public:
   using backend_type = Backend;
@@ -113,11 +198,11 @@ public:
   using scheduler_policy = detail::find_role_t<scheduler_role, default_scheduler, Policies...>;
   using instance_group_policy =
       detail::find_role_t<instance_group_role, instance_group<1>, Policies...>;
-  using core_type = typename scheduler_policy::core_type;
+  using core_type = typename detail::core_type_of<scheduler_policy>::type;
   static constexpr bool sequence_batching = detail::sequence_policy<scheduler_policy>;
   using shell_type = typename detail::shell_for<Backend, scheduler_policy>::type;
-  static_assert(scheduler_core<core_type> || pinned_scheduler_core<core_type>);
-  static_assert(!scheduler_policy::batches_requests || sequence_batching || traits::batching,
+  static_assert(!detail::batches_requests_of<scheduler_policy>() || sequence_batching ||
+                    traits::batching,
                 "servekit: a batching scheduler needs a backend that allows batching "
                 "(its `batching` is false)");
 

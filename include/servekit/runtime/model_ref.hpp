@@ -19,25 +19,102 @@
 
 namespace servekit {
 
-/// A model as its clients see it. `model<...>`, `ensemble<...>` and `runtime_ensemble` are
-/// servable; so is a user's class with the same members. `M::traits` gives what is known at
-/// compile time (declared inputs/outputs, `decoupled`), which is what compile-time ensembles
-/// check their connections with.
+namespace detail {
+
+// One concept per requirement of servable, so that check_servable can name a missing member.
+
+/// `status submit(request&&, response_sink)`: accepts a request, or says why not.
 template <class M>
-concept servable = requires(M& m, const M& cm, request&& r, response_sink&& sink,
-                            cancellation_source& source) {
+concept servable_has_submit = requires(M& m, request&& r, response_sink&& sink) {
   { m.submit(std::move(r), std::move(sink)) } -> std::same_as<status>;
+};
+/// `void cancel(cancellation_source&)`.
+template <class M>
+concept servable_has_cancel = requires(M& m, cancellation_source& source) {
   m.cancel(source);
+};
+/// `std::string_view name() const`.
+template <class M>
+concept servable_has_name = requires(const M& cm) {
   { cm.name() } -> std::convertible_to<std::string_view>;
+};
+/// `std::int64_t version() const`.
+template <class M>
+concept servable_has_version = requires(const M& cm) {
   { cm.version() } -> std::convertible_to<std::int64_t>;
+};
+/// `std::int32_t max_batch_size() const`.
+template <class M>
+concept servable_has_max_batch_size = requires(const M& cm) {
   { cm.max_batch_size() } -> std::convertible_to<std::int32_t>;
+};
+/// `std::span<const tensor_config> inputs() const` and `outputs() const`.
+template <class M>
+concept servable_has_inputs = requires(const M& cm) {
   { cm.inputs() } -> std::convertible_to<std::span<const tensor_config>>;
+};
+template <class M>
+concept servable_has_outputs = requires(const M& cm) {
   { cm.outputs() } -> std::convertible_to<std::span<const tensor_config>>;
+};
+/// `statistics_snapshot statistics() const`.
+template <class M>
+concept servable_has_statistics = requires(const M& cm) {
   { cm.statistics() } -> std::convertible_to<statistics_snapshot>;
+};
+/// A nested `traits` with what is known at compile time: `inputs`, `outputs` (spans of
+/// tensor_spec) and `decoupled`.
+template <class M>
+concept servable_has_traits = requires {
   { M::traits::inputs } -> std::convertible_to<std::span<const tensor_spec>>;
   { M::traits::outputs } -> std::convertible_to<std::span<const tensor_spec>>;
   { M::traits::decoupled } -> std::convertible_to<bool>;
 };
+
+} // namespace detail
+
+/// A model as its clients see it. `model<...>`, `ensemble<...>` and `runtime_ensemble` are
+/// servable; so is a user's class with the same members (the detail::servable_has_* concepts
+/// above; check_servable names a missing one). `M::traits` gives what is known at compile time
+/// (declared inputs/outputs, `decoupled`), which is what compile-time ensembles check their
+/// connections with.
+template <class M>
+concept servable = detail::servable_has_submit<M> && detail::servable_has_cancel<M> &&
+    detail::servable_has_name<M> && detail::servable_has_version<M> &&
+    detail::servable_has_max_batch_size<M> && detail::servable_has_inputs<M> &&
+    detail::servable_has_outputs<M> && detail::servable_has_statistics<M> &&
+    detail::servable_has_traits<M>;
+
+/// Checks a user's servable with one readable message per missing member. any_model::make and
+/// ensemble steps call it first, so users see these messages rather than "constraints not
+/// satisfied".
+template <class M>
+consteval bool check_servable() {
+  static_assert(detail::servable_has_submit<M>,
+                "servekit: a servable needs "
+                "`servekit::status submit(servekit::request&&, servekit::response_sink)`");
+  static_assert(detail::servable_has_cancel<M>,
+                "servekit: a servable needs `void cancel(servekit::cancellation_source&)`");
+  static_assert(detail::servable_has_name<M>,
+                "servekit: a servable needs `std::string_view name() const`");
+  static_assert(detail::servable_has_version<M>,
+                "servekit: a servable needs `std::int64_t version() const`");
+  static_assert(detail::servable_has_max_batch_size<M>,
+                "servekit: a servable needs `std::int32_t max_batch_size() const`");
+  static_assert(detail::servable_has_inputs<M>,
+                "servekit: a servable needs "
+                "`std::span<const servekit::tensor_config> inputs() const`");
+  static_assert(detail::servable_has_outputs<M>,
+                "servekit: a servable needs "
+                "`std::span<const servekit::tensor_config> outputs() const`");
+  static_assert(detail::servable_has_statistics<M>,
+                "servekit: a servable needs `servekit::statistics_snapshot statistics() const`");
+  static_assert(detail::servable_has_traits<M>,
+                "servekit: a servable needs a nested `traits` with `static constexpr` "
+                "`inputs` and `outputs` (std::span<const servekit::tensor_spec>) and `bool "
+                "decoupled` (e.g. `using traits = servekit::backend_traits<my_backend>;`)");
+  return true;
+}
 
 /// A non-owning, copyable handle to a servable: one indirect call per use. The servable must
 /// outlive the handle.

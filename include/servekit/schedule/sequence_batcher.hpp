@@ -40,7 +40,7 @@ struct sequence_batcher {
   using store_type = Store;
   static constexpr bool batches_requests = true;
   static constexpr bool batches_sequences = true;
-  static_assert(pinned_scheduler_core<core_type>);
+  static_assert(check_pinned_scheduler_core<core_type>());
 };
 
 } // namespace servekit

@@ -137,6 +137,32 @@ concept state_store = detail::state_store_constructible_from_config<S> &&
     detail::state_store_has_update<S> && detail::state_store_has_release<S> &&
     detail::state_store_has_live_sequences<S> && detail::state_store_has_bytes_in_use<S>;
 
+/// Checks a state store (the Store of `sequence_batcher<Strategy, Store>`) with one readable
+/// message per missing member. model<...> calls it first, so users see these messages rather
+/// than "constraints not satisfied".
+template <class S>
+consteval bool check_state_store() {
+  static_assert(detail::state_store_constructible_from_config<S>,
+                "servekit: a state store needs a public constructor "
+                "`explicit S(const servekit::state_store_config&)` and a public destructor");
+  static_assert(detail::state_store_declares_growable_memory<S>,
+                "servekit: a state store needs "
+                "`static constexpr bool supports_growable_memory = ...;`");
+  static_assert(detail::state_store_has_bind<S>,
+                "servekit: a state store needs "
+                "`servekit::status bind(std::size_t slot, bool start, servekit::request&)`");
+  static_assert(detail::state_store_has_update<S>,
+                "servekit: a state store needs `servekit::status update(std::size_t slot, "
+                "servekit::request&, servekit::response&)`");
+  static_assert(detail::state_store_has_release<S>,
+                "servekit: a state store needs `void release(std::size_t slot)`");
+  static_assert(detail::state_store_has_live_sequences<S>,
+                "servekit: a state store needs `std::size_t live_sequences() const`");
+  static_assert(detail::state_store_has_bytes_in_use<S>,
+                "servekit: a state store needs `std::size_t bytes_in_use() const`");
+  return true;
+}
+
 namespace detail {
 
 /// The dims a state starts with: the initial_state's dims, or the state's dims with every
