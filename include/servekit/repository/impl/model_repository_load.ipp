@@ -1,0 +1,187 @@
+#pragma once
+/// \file
+/// Definitions for repository/model_repository.hpp: the repository's lifetime (constructor,
+/// destructor, the reaper thread) and its writers, load_all, load and unload, with the table
+/// they publish. Compiled once into servekit::server, or included by model_repository.hpp with
+/// SERVEKIT_HEADER_ONLY.
+
+#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/status.hpp>
+#include <servekit/repository/detail/model_reaper.hpp>
+#include <servekit/repository/detail/repository_table.hpp>
+#include <servekit/repository/model_repository.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace servekit {
+
+SERVEKIT_SERVER_DECL model_repository::model_repository(std::filesystem::path root,
+                                                        factory_type factory)
+    : root_{std::move(root)}, factory_{std::move(factory)},
+      reaper_{std::make_shared<detail::loaded_model_reaper>()},
+      table_{std::make_shared<const detail::repository_table>()} {
+  reaper_thread_ = detail::loaded_model_reaper::start(reaper_);
+}
+
+SERVEKIT_SERVER_DECL model_repository::~model_repository() {
+  {
+    const std::lock_guard lock{write_mutex_};
+    publish(detail::repository_table{});
+  }
+  if (reaper_->close()) {
+    reaper_thread_.join();
+  } else {
+    // Models still held elsewhere: the thread ends after draining the last of them.
+    reaper_thread_.detach();
+  }
+}
+
+SERVEKIT_SERVER_DECL std::vector<model_index_entry> model_repository::load_all() {
+  const std::lock_guard lock{write_mutex_};
+  detail::repository_table next = *snapshot();
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it{root_, ec}, end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    const std::string name = it->path().filename().string();
+    if (it->is_directory(type_ec) && detail::is_model_folder_name(name) && name.front() != '.') {
+      names.push_back(name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+
+  // Read every config first, so that ensembles can be ordered and every model shows LOADING.
+  std::vector<std::string> models;
+  std::set<std::string, std::less<>> ensembles;
+  for (const auto& name : names) {
+    auto read = read_source(name);
+    auto& entry = next[name];
+    if (!read.source) {
+      if (!entry.model) {
+        entry = unreadable(name, read.error);
+      }
+      continue;
+    }
+    if (detail::is_ensemble_config(read.source->config)) {
+      ensembles.insert(name);
+    } else {
+      models.push_back(name);
+    }
+    entry.source = std::move(read.source);
+    mark_loading(entry);
+  }
+  publish(next);
+
+  std::set<std::string, std::less<>> changed;
+  for (const auto& name : models) {
+    auto& entry = next[name];
+    (void)build_versions(next, entry, /*keep_serving=*/true);
+    changed.insert(name);
+    publish(next);
+  }
+  auto todo = dependents_of(next, changed);
+  todo.insert(ensembles.begin(), ensembles.end());
+  build_ensembles(next, todo);
+  publish(next);
+  return index_of(next);
+}
+
+SERVEKIT_SERVER_DECL status model_repository::load(std::string_view name) {
+  const std::lock_guard lock{write_mutex_};
+  auto read = read_source(name);
+  if (read.error.code() == status_code::not_found) {
+    return read.error;
+  }
+  detail::repository_table next = *snapshot();
+  auto& entry = next[std::string{name}];
+  if (!read.source) {
+    if (entry.model) {
+      return read.error; // the serving versions keep serving
+    }
+    entry = unreadable(std::string{name}, read.error);
+    publish(next);
+    return read.error;
+  }
+  entry.source = std::move(read.source);
+  if (mark_loading(entry)) {
+    publish(next);
+  }
+  const auto before = serving_versions(entry);
+  auto s = build_versions(next, entry, /*keep_serving=*/true);
+  if (serving_versions(entry) != before) {
+    build_ensembles(next, dependents_of(next, {std::string{name}}));
+  }
+  publish(next);
+  return s;
+}
+
+SERVEKIT_SERVER_DECL status model_repository::unload(std::string_view name) {
+  const std::lock_guard lock{write_mutex_};
+  detail::repository_table next = *snapshot();
+  const auto it = next.find(name);
+  if (it == next.end() || !it->second.model) {
+    return not_found("failed to unload '" + std::string{name} + "': the model is not loaded");
+  }
+  auto& entry = it->second;
+  for (auto& [v, e] : entry.versions) {
+    e.model.reset();
+    e.info.state = model_state::unavailable;
+    e.info.reason = unloaded_reason;
+  }
+  entry.source.reset();
+  entry.refresh();
+  build_ensembles(next, dependents_of(next, {std::string{name}}));
+  publish(next);
+  return {};
+}
+
+SERVEKIT_SERVER_DECL void model_repository::publish(const detail::repository_table& next) {
+  auto fresh = std::make_shared<const detail::repository_table>(next);
+  std::shared_ptr<const detail::repository_table> old;
+  {
+    const std::unique_lock lock{read_mutex_};
+    old = std::exchange(table_, std::move(fresh));
+  }
+}
+
+SERVEKIT_SERVER_DECL detail::repository_entry model_repository::unreadable(std::string name,
+                                                                           const status& error) {
+  detail::repository_entry out;
+  out.info = {std::move(name), 0, model_state::unavailable, error.message()};
+  return out;
+}
+
+SERVEKIT_SERVER_DECL bool model_repository::mark_loading(detail::repository_entry& entry) {
+  bool changed = false;
+  for (const auto v : entry.source->versions) {
+    auto& e = entry.versions[v];
+    if (!e.model) {
+      e.info = {entry.source->config.name, v, model_state::loading, {}};
+      changed = true;
+    }
+  }
+  entry.refresh();
+  return changed;
+}
+
+SERVEKIT_SERVER_DECL std::vector<std::pair<std::int64_t, const loaded_model*>>
+model_repository::serving_versions(const detail::repository_entry& entry) {
+  std::vector<std::pair<std::int64_t, const loaded_model*>> out;
+  for (const auto& [v, e] : entry.versions) {
+    out.emplace_back(v, e.model.get());
+  }
+  return out;
+}
+} // namespace servekit

@@ -1,0 +1,93 @@
+#pragma once
+/// \file
+/// Definitions for repository/model_repository.hpp: reading a model folder (its config.json and
+/// the version folders its version_policy selects). Compiled once into servekit::server, or
+/// included by model_repository.hpp with SERVEKIT_HEADER_ONLY.
+
+#include <servekit/config/model_config_json.hpp>
+#include <servekit/core/config_error.hpp>
+#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/status.hpp>
+#include <servekit/repository/detail/repository_table.hpp>
+#include <servekit/repository/detail/version_selection.hpp>
+#include <servekit/repository/model_repository.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+namespace servekit {
+
+SERVEKIT_SERVER_DECL model_repository::read_result
+model_repository::read_source(std::string_view name) const {
+  const std::string model_name{name};
+  const auto folder = root_ / model_name;
+  std::error_code ec;
+  if (!detail::is_model_folder_name(name) || !std::filesystem::is_directory(folder, ec)) {
+    return {
+        not_found("failed to load '" + model_name + "': no model folder '" + folder.string() + "'"),
+        nullptr};
+  }
+  const auto file = folder / "config.json";
+  const auto fail = [&](const std::string& message) {
+    return read_result{invalid_argument(file.string() + ": " + message), nullptr};
+  };
+  std::ifstream in{file, std::ios::binary};
+  if (!in) {
+    return fail("cannot read the model configuration (every model folder needs a config.json)");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    return fail(std::string{"model config is not valid JSON: "} + e.what());
+  }
+  auto source = std::make_shared<detail::model_source>();
+  try {
+    source->config = load_model_config(json);
+    // "name" may be left out (the folder names the model); if given it must agree.
+    if (json.contains("name") && source->config.name != model_name) {
+      throw config_error(config_error_code::bad_value, "/name",
+                         "the config names the model '" + source->config.name +
+                             "' but its folder is '" + model_name + "'");
+    }
+    source->config.name = model_name;
+    source->config_file = file;
+    // A model without version folders serves version 1 from its own folder.
+    auto available = detail::version_folders(folder);
+    source->version_folders = !available.empty();
+    if (available.empty()) {
+      available.push_back(1);
+    }
+    auto selection = detail::select_versions(source->config.version_policy, available);
+    source->versions = std::move(selection.served);
+    for (const auto v : selection.missing) {
+      const auto& wanted = source->config.version_policy->versions;
+      const auto k = std::find(wanted.begin(), wanted.end(), v) - wanted.begin();
+      source->missing.emplace_back(v, file.string() + ": /version_policy/specific/versions/" +
+                                          std::to_string(k) + ": version " + std::to_string(v) +
+                                          " of model '" + model_name + "' has no version folder '" +
+                                          (folder / std::to_string(v)).string() + "'");
+    }
+    const std::int64_t latest =
+        std::max(source->versions.empty() ? 0 : source->versions.back(),
+                 source->missing.empty() ? std::int64_t{0} : source->missing.back().first);
+    source->config = source->config_for(latest);
+  } catch (const config_error& e) {
+    return fail(e.what()); // what() is "<JSON pointer>: <message>"
+  }
+  return {{}, std::move(source)};
+}
+} // namespace servekit
