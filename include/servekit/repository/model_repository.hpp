@@ -7,12 +7,15 @@
 /// same config with its own `version` and `directory`; a model without version folders serves
 /// version 1 from its folder.
 ///
+// clang-format off
 ///     servekit::model_repository models{"models", bundled_backends{}};
-///     for (const auto& entry : models.load_all()) { ... }  // one row per version; UNAVAILABLE say
-///     why if (auto m = models.find("add_sub")) {               // the latest served version
+///     for (const auto& entry : models.load_all()) { ... } // one row per version;
+///                                                         // UNAVAILABLE rows say why
+///     if (auto m = models.find("add_sub")) {              // the latest served version
 ///       (void)m->model().submit(std::move(request), sink);
 ///     }
-///     models.versions_of("add_sub");                       // the READY versions, ascending
+///     models.versions_of("add_sub");                      // the READY versions, ascending
+// clang-format on
 ///
 /// Models are built by a backend_list (`config.backend` picks the backend, the scheduling fields
 /// the composition); ensembles (`"platform": "ensemble"`) are built as runtime_ensembles over the
