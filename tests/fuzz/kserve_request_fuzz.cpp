@@ -13,6 +13,7 @@
 // - a decoded request is echoed back as a response (inputs become outputs, every third one
 //   asked for as binary data) to exercise encode_infer_response on whatever the decoder made.
 
+#include <servekit/http/detail/json_reader.hpp>
 #include <servekit/http/kserve_codec.hpp>
 
 #include <nlohmann/json.hpp>

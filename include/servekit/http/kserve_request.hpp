@@ -6,20 +6,17 @@
 /// The decoder is the server's hot path, so it reads the JSON in one pass with a small strict
 /// reader (detail::json_reader) driving a SAX handler (detail::infer_request_parser; no DOM); the
 /// handler writes values into a per-thread scratch and converts them once per input.
+///
+/// The decoder is defined in http/impl/kserve_request.ipp, compiled into servekit::server
+/// (core/detail/server_tier.hpp); with SERVEKIT_HEADER_ONLY this header includes it.
 
+#include <servekit/core/detail/server_tier.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
-#include <servekit/http/detail/infer_request_parser.hpp>
-#include <servekit/http/detail/json_reader.hpp>
-
-#include <fmt/format.h>
 
 #include <cstddef>
-#include <exception>
-#include <new>
 #include <optional>
-#include <span>
 #include <string_view>
 
 namespace servekit::http {
@@ -46,51 +43,12 @@ namespace servekit::http {
 /// match "shape" (Triton counts elements only); NaN/Infinity tokens are not accepted (strict JSON
 /// grammar; Triton's rapidjson takes them); JSON nested deeper than 512 levels, duplicate keys,
 /// shared memory and classification are refused.
-[[nodiscard]] inline status decode_infer_request(std::string_view body,
-                                                 std::optional<std::size_t> json_header_length,
-                                                 decoded_infer_request& out) {
-  out.request = servekit::request{};
-  out.outputs.clear();
-  out.binary_data_output = false;
-
-  std::string_view json = body;
-  std::span<const std::byte> binary;
-  if (json_header_length) {
-    if (*json_header_length == 0) {
-      return invalid_argument("Inference-Header-Content-Length 0 (a raw binary request) is not "
-                              "supported; send a JSON header");
-    }
-    if (*json_header_length > body.size()) {
-      return invalid_argument(fmt::format("Inference-Header-Content-Length is {} but the body "
-                                          "has only {} bytes",
-                                          *json_header_length, body.size()));
-    }
-    json = body.substr(0, *json_header_length);
-    binary = std::as_bytes(std::span{body.data(), body.size()}).subspan(*json_header_length);
-  }
-
-  auto& scratch = detail::thread_decode_scratch();
-  scratch.clear();
-  status result;
-  try {
-    out.request.inputs.reserve(4);
-    detail::infer_request_parser parser{scratch, out, binary};
-    detail::json_reader<detail::infer_request_parser> reader{json, parser, scratch.unescaped};
-    const bool parsed = reader.parse();
-    if (!parsed || parser.failed() || !parser.finish()) {
-      result = parser.take_error();
-      if (result.ok()) {
-        result = invalid_argument("failed to parse the request JSON");
-      }
-    }
-  } catch (const std::bad_alloc&) {
-    result = resource_exhausted("out of memory while decoding the request");
-  } catch (const std::exception& e) {
-    result = invalid_argument(fmt::format("failed to decode the request: {}", e.what()));
-  }
-  scratch.clear();
-  scratch.trim();
-  return result;
-}
+[[nodiscard]] SERVEKIT_SERVER_DECL status
+decode_infer_request(std::string_view body, std::optional<std::size_t> json_header_length,
+                     decoded_infer_request& out);
 
 } // namespace servekit::http
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/http/impl/kserve_request.ipp>
+#endif
