@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -261,6 +262,32 @@ TEST(Decoupled, SendAfterTheFinalIsRefusedAndDropped) {
   EXPECT_FALSE(box[0].finish().ok());
   ASSERT_TRUE(c.wait_finals(1));
   EXPECT_EQ(c.of("a").size(), 1U);
+  box.clear();
+}
+
+// The sink goes with the final response, even while the backend still holds the sender: what
+// it holds (an HTTP session, say) must not wait for the backend to let the sender go.
+TEST(Decoupled, TheFinalResponseLetsGoOfTheSinkWhileTheSenderIsStillHeld) {
+  sender_box box;
+  on_execute = [&](servekit::batch& b) { box.put(b.take_sender(0)); };
+  streaming_model m{options()};
+  collector c;
+  auto held_by_sink = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = held_by_sink;
+  servekit::response_sink inner = c.sink();
+  servekit::response_sink sink = [inner =
+                                      std::make_shared<servekit::response_sink>(std::move(inner)),
+                                  held_by_sink = std::move(held_by_sink)](servekit::response&& r) {
+    inner->send(std::move(r));
+  };
+  ASSERT_TRUE(m.submit(make_request("a"), std::move(sink)).ok());
+  ASSERT_TRUE(box.wait_for(1));
+  EXPECT_TRUE(box[0].send(value(1)).ok());
+  EXPECT_FALSE(watch.expired()) << "the sink lives until the final response";
+  EXPECT_TRUE(box[0].finish().ok());
+  ASSERT_TRUE(c.wait_finals(1));
+  EXPECT_TRUE(watch.expired()) << "the final response let go of the sink";
+  EXPECT_TRUE(box[0].finished());
   box.clear();
 }
 

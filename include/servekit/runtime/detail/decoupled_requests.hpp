@@ -226,6 +226,11 @@ private:
 };
 
 inline status decoupled_request::send(response&& r, bool final) {
+  // Nothing may be sent after the final response, so the sink (and what it holds: an HTTP
+  // session, say) is let go with it, not when the last response_sender goes: a backend that
+  // keeps a finished sender must not keep its client's connection, or a server's exit, waiting.
+  // Destroyed last, outside the lock.
+  response_sink spent;
   {
     const std::lock_guard lock{mutex_};
     if (final_sent_) {
@@ -256,6 +261,9 @@ inline status decoupled_request::send(response&& r, bool final) {
     try {
       sink_.send(std::move(r));
     } catch (...) { // NOLINT(bugprone-empty-catch): sinks must not throw (see deliver())
+    }
+    if (final) {
+      spent = std::move(sink_);
     }
   }
   if (final) {
