@@ -130,7 +130,7 @@ private:
 
   void handle_repository_index();
   void handle_repository_load_unload();
-  void handle_repository_change(bool load); ///< on the admin thread, answered on the strand
+  void handle_repository_change(bool load); ///< runs on the admin thread, answers on the strand
 
   // ---- statistics and metrics, on the strand (session_statistics.ipp) -------------------
 
