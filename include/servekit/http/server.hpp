@@ -16,7 +16,8 @@
 
 ///
 /// The front end (Boost.Beast sessions, routing, the endpoints) is compiled once into
-/// servekit::server (http/impl/server.ipp), so including this header costs no Beast or Asio.
+/// servekit::server (http/impl/server.ipp, http/impl/session_*.ipp), so including this header costs
+/// no Beast or Asio.
 
 #include <servekit/core/detail/server_tier.hpp>
 #include <servekit/http/server_options.hpp>
@@ -84,4 +85,11 @@ private:
 
 #if defined(SERVEKIT_HEADER_ONLY)
 #include <servekit/http/impl/server.ipp>
+#include <servekit/http/impl/session_generate.ipp>
+#include <servekit/http/impl/session_infer.ipp>
+#include <servekit/http/impl/session_metadata.ipp>
+#include <servekit/http/impl/session_repository.ipp>
+#include <servekit/http/impl/session_routing.ipp>
+#include <servekit/http/impl/session_statistics.ipp>
+#include <servekit/http/impl/session_transport.ipp>
 #endif

@@ -1,0 +1,166 @@
+#pragma once
+/// \file
+/// The HTTP front end's shared part (http/server.hpp): the names every implementation file uses
+/// (Asio and Beast aliases, limits, content types) and server_state, what the sessions share.
+/// Its member functions are defined in http/impl/server.ipp.
+
+#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/http/endpoints.hpp>
+#include <servekit/http/server_options.hpp>
+#include <servekit/repository/model_repository.hpp>
+
+#include <utility> // before Asio: Boost 1.74's Asio needs it under GCC 12 in C++20
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/verb.hpp> // declares boost::beast::http, aliased below
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+
+namespace servekit::http {
+
+namespace detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+using strand_type = asio::strand<asio::io_context::executor_type>;
+using socket_type = tcp::socket::rebind_executor<strand_type>::other;
+
+inline constexpr std::string_view json_content_type = "application/json";
+inline constexpr std::string_view binary_content_type = "application/octet-stream";
+inline constexpr std::string_view event_stream_content_type = "text/event-stream; charset=utf-8";
+/// Request headers (request line included) larger than this get 431.
+inline constexpr std::uint32_t max_header_bytes = 16 * 1024;
+/// After an error response that leaves request bytes unread (413, malformed request), the
+/// connection reads and discards up to this much before closing, so the client sees the
+/// response rather than a reset.
+inline constexpr std::size_t max_drain_bytes = std::size_t{256} << 20;
+/// A session's reusable strings shrink back when a large request grew them past this.
+inline constexpr std::size_t max_kept_capacity = std::size_t{1} << 20;
+
+[[nodiscard]] inline std::string_view to_std(beast::string_view s) noexcept {
+  return {s.data(), s.size()};
+}
+
+/// A metadata builder's result as a body, whether the codec returns JSON or text.
+template <class T>
+void assign_body(std::string& body, const T& value) {
+  if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    body.assign(std::string_view(value));
+  } else {
+    body = dump_json(value);
+  }
+}
+
+class session;
+
+/// What the sessions share: the repository, the options, the io_context and the set of live
+/// sessions (so stop() can reach them).
+class server_state {
+public:
+  server_state(model_repository& models, server_options options);
+
+  server_state(const server_state&) = delete;
+  server_state& operator=(const server_state&) = delete;
+
+  ~server_state();
+
+  // ---- read anywhere (set at construction; stopping_ is atomic) -------------------------
+
+  [[nodiscard]] model_repository& models() noexcept { return models_; }
+  [[nodiscard]] const server_options& options() const noexcept { return options_; }
+  [[nodiscard]] asio::io_context& ioc() noexcept { return ioc_; }
+  [[nodiscard]] asio::thread_pool& admin() noexcept { return admin_; }
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  [[nodiscard]] bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
+  // ---- running and stopping -------------------------------------------------------------
+
+  void start_accepting();
+  void run();
+  void stop();
+
+  // The signal set is built here, on the caller's thread, so the handlers are installed before
+  // this returns: a signal that arrives before run() starts is delivered once it does, instead of
+  // killing the process. Called before run(), so nothing else touches signals_ yet.
+  void stop_on_signals();
+
+  // ---- the live sessions (under mutex_) -------------------------------------------------
+
+  /// Adds a session to the live set; false if the server is stopping (the session closes).
+  [[nodiscard]] bool enlist(session* s, const std::shared_ptr<session>& owner);
+
+  /// Removes a session; the last one gone after stop() lets run() return. Called when nothing
+  /// of the session is left but its entry here: once the work guard goes, the server may be
+  /// destroyed (run() returns), so releasing it is the last thing this does.
+  void delist(session* s) noexcept;
+
+  /// Lets run() return once nothing else is queued. The exit timer is work too: cancel it (on
+  /// its strand, before the guard goes) so run() returns now rather than when it expires; stop()
+  /// arms it on that strand, so the cancel always comes after it, whichever thread ran first.
+  void release_work() noexcept;
+
+  /// stop()'s exit timeout expired: closes every connection still open. On the acceptor strand.
+  void force_close_sessions();
+
+  void log_request(std::string_view method, std::string_view target, unsigned status,
+                   std::chrono::steady_clock::duration elapsed) const;
+
+private:
+  // ---- the acceptor (on acceptor_strand_, once listening) -------------------------------
+
+  void listen();
+  void accept();
+
+  /// Under mutex_: whether the caller is the one to release the work guard (stopping, no
+  /// session left, and nobody claimed it before). The claimant resets work_ after unlocking,
+  /// as its very last access to the server; nobody else touches work_ after the claim.
+  [[nodiscard]] bool claim_work_release() noexcept;
+
+  model_repository& models_;
+  server_options options_;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+
+  // The live sessions, and the work guard that keeps run() going until the last one is gone
+  // after stop() (a request waiting on a model has no pending I/O to keep run() busy). Declared
+  // before the io_context so they outlive the sessions it destroys.
+  std::mutex mutex_;
+  std::unordered_map<session*, std::weak_ptr<session>> sessions_;
+  bool stopping_locked_ = false;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  bool work_released_ = false;
+
+  asio::io_context ioc_;
+  strand_type acceptor_strand_;
+  tcp::acceptor acceptor_;
+  std::optional<asio::signal_set> signals_;
+  std::optional<asio::steady_timer> retry_timer_;
+  std::optional<asio::steady_timer> exit_timer_; ///< armed by stop(): options_.exit_timeout
+  // Repository load/unload block (they build or drain models), so they run here, one at a time.
+  asio::thread_pool admin_{1};
+};
+
+} // namespace detail
+
+} // namespace servekit::http

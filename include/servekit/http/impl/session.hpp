@@ -1,0 +1,224 @@
+#pragma once
+/// \file
+/// One HTTP connection of the front end (http/server.hpp): the session class. Its member
+/// functions are defined by purpose, one implementation file each:
+/// - http/impl/session_transport.ipp: starting, reading, writing, keep-alive, draining, closing;
+/// - http/impl/session_routing.ipp: the route of a request, and the answer for a missing model;
+/// - http/impl/session_metadata.ipp: health, server and model metadata, model config;
+/// - http/impl/session_infer.ipp: /infer and its response sink;
+/// - http/impl/session_generate.ipp: /generate, /generate_stream (server-sent events), their sink;
+/// - http/impl/session_repository.ipp: the repository index, load and unload;
+/// - http/impl/session_statistics.ipp: model statistics and Prometheus metrics.
+
+#include <servekit/core/response.hpp>
+#include <servekit/core/response_sink.hpp>
+#include <servekit/http/decoded_infer_request.hpp>
+#include <servekit/http/impl/server_state.hpp>
+#include <servekit/http/routes.hpp>
+#include <servekit/repository/model_repository.hpp>
+
+#include <utility> // before Asio: Boost 1.74's Asio needs it under GCC 12 in C++20
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace servekit::http {
+
+namespace detail {
+
+/// One connection: reads a request, answers it, reads the next (HTTP/1.1 keep-alive; one request
+/// in flight at a time). Everything runs on the connection's strand except the encoding of an
+/// infer response, which runs on the model's instance thread while the strand waits for it.
+class session : public std::enable_shared_from_this<session> {
+public:
+  session(server_state& server, socket_type socket);
+
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+  ~session() = default;
+
+  // ---- called by server_state (session_transport.ipp) -----------------------------------
+
+  /// Registers with the server and starts reading, on the session's strand.
+  void start();
+  /// stop(): closes an idle connection, or the one in flight after its response. On the strand.
+  void request_stop();
+  /// The exit timeout passed: closes the connection whatever it is doing. On the strand.
+  void force_close();
+
+  [[nodiscard]] const strand_type& executor() const noexcept { return strand_; }
+
+  /// The response sink of an infer request: 16 bytes, stored inline in response_sink. Called
+  /// on the model's instance thread (session_infer.ipp).
+  struct infer_sink {
+    std::shared_ptr<session> self;
+    void operator()(response&& r);
+  };
+
+  /// The response sink of a generate or generate_stream request (same size as infer_sink). A
+  /// decoupled model calls it once per response, from any thread, never concurrently for one
+  /// request, the final response last (session_generate.ipp).
+  struct generate_sink {
+    std::shared_ptr<session> self;
+    void operator()(response&& r);
+  };
+
+private:
+  enum class phase : std::uint8_t { reading_header, reading_body, handling, writing, draining };
+
+  // ---- transport, on the strand (session_transport.ipp) ---------------------------------
+
+  void read_header();
+  void on_header(const error_code& ec);
+  void read_body();
+  void read_failed(const error_code& ec, bool request_started);
+  void fail_request(unsigned status, std::string_view message);
+  void reply(unsigned status, std::string_view content_type);
+  void reply_empty(unsigned status);
+  void reply_error(unsigned status, std::string_view message);
+  void write();
+  void on_write(const error_code& ec);
+  void log() const;
+  void recycle();
+  void drain();
+  void drain_some();
+  void close();
+
+  // ---- routing, on the strand (session_routing.ipp) -------------------------------------
+
+  void handle();
+  void dispatch_route();
+  void reply_missing_model(bool ready_endpoint = false);
+
+  // ---- health and metadata, on the strand (session_metadata.ipp) ------------------------
+
+  void handle_health_ready();
+  void handle_server_metadata();
+  void handle_model_ready();
+  void handle_model_metadata(); ///< .../{m}[/versions/{v}] and .../config
+
+  // ---- infer (session_infer.ipp) --------------------------------------------------------
+
+  void handle_infer();                               ///< on the strand
+  void encode_infer_response(response&& r) noexcept; ///< in the sink
+
+  // ---- generate and generate_stream (session_generate.ipp) ------------------------------
+
+  void handle_generate(bool stream); ///< on the strand
+  // In the sink, on the thread the model answers on:
+  void collect_generate_response(const std::shared_ptr<session>& self, response&& r) noexcept;
+  void stream_response(const std::shared_ptr<session>& self, response&& r) noexcept;
+  // On the strand: the events, written one after the other.
+  void stream_push(std::string json, bool has_event, bool final, unsigned error_status);
+  void stream_write_next();
+  void on_stream_write(const error_code& ec);
+  void end_broken_stream();
+
+  // ---- the model repository, on the strand (session_repository.ipp) ---------------------
+
+  void handle_repository_index();
+  void handle_repository_load_unload();
+  void handle_repository_change(bool load); ///< runs on the admin thread, answers on the strand
+
+  // ---- statistics and metrics, on the strand (session_statistics.ipp) -------------------
+
+  void handle_model_stats();
+  void handle_all_model_stats();
+  void handle_metrics();
+
+  // ---- members ---------------------------------------------------------------------------
+
+  /// Delists the session from the server when it is destroyed. First member, so destroyed
+  /// last: every Asio object of the session (socket, strand) is gone before the server may be.
+  struct enlistment {
+    server_state* server = nullptr;
+    session* self = nullptr;
+    enlistment() = default;
+    enlistment(const enlistment&) = delete;
+    enlistment& operator=(const enlistment&) = delete;
+    ~enlistment() {
+      if (server != nullptr) {
+        server->delist(self);
+      }
+    }
+  };
+  enlistment enlistment_;
+
+  // Set at construction, then only read: any thread.
+  server_state& server_;
+  const strand_type strand_; // the socket's; kept apart so other threads can post to it
+
+  /// Touched only on the connection's strand (strand_): the socket, the request being read,
+  /// where the connection is in its cycle, and generate_stream's output.
+  struct strand_state {
+    explicit strand_state(socket_type s) : socket{std::move(s)} {}
+
+    socket_type socket;
+    beast::flat_buffer buffer;
+    std::optional<bhttp::request_parser<bhttp::string_body>> parser;
+    std::string spare_body;
+    http::route route;
+    session::phase phase = session::phase::reading_header;
+    bool keep_alive = true;
+    bool close_after = false;
+    bool drain_after_write = false;
+    bool stopping = false;
+    std::size_t drained = 0;
+    std::chrono::steady_clock::time_point started{};
+    std::string head; ///< the response's status line and headers, reused
+
+    std::string generate_json; ///< the generate request translated into a KServe infer request
+    // generate_stream's output: chunks written one after the other.
+    std::deque<std::string> stream_queue;
+    bool stream_writing = false;
+    bool stream_head_sent = false;
+    bool stream_final_queued = false;
+    bool stream_broken = false;
+  };
+  strand_state on_strand_;
+
+  /// The request in flight and its response, handed between the strand and the response sink.
+  /// On the strand, except from a successful submit() (handle_infer, handle_generate) until the
+  /// sink posts the write of the final response to the strand: meanwhile the sink owns them (on
+  /// the model's instance thread, or wherever the model answers) and the strand must not touch
+  /// them. generate_stream's sink only reads streaming, generate_model and generate_version.
+  struct sink_state {
+    // The response, reused from request to request.
+    unsigned status = 200;
+    std::string_view content_type;
+    std::string body;
+    std::optional<std::size_t> json_header_length;
+
+    // The infer request in flight (read by the sink to encode the response).
+    decoded_infer_request decoded;
+    std::shared_ptr<const loaded_model> model;
+
+    // The generate request in flight. Set on the strand before submit; then read by the sink.
+    std::string generate_model;
+    std::int64_t generate_version = 0;
+    std::size_t generate_responses = 0; ///< /generate: responses with content (sink only)
+    bool streaming = false;             ///< generate_stream: the sink streams events
+  };
+  sink_state handoff_;
+};
+
+static_assert(sizeof(session::infer_sink) <= response_sink::inline_size,
+              "the infer sink must fit response_sink's inline storage (no allocation per request)");
+static_assert(sizeof(session::generate_sink) <= response_sink::inline_size,
+              "the generate sink must fit response_sink's inline storage");
+
+} // namespace detail
+
+} // namespace servekit::http
