@@ -1,5 +1,6 @@
-// A user of servekit::server, the compiled server tier: reads a Triton model config, writes it
-// back, and reads that again. Fails (exit 1) unless both readings agree.
+// A user of servekit::server, the compiled server tier (the consumer projects beside this file
+// build it): reads a Triton model config, writes it back, and reads that again. Fails (exit 1)
+// unless both readings agree.
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/http/server.hpp>
 
