@@ -4,7 +4,8 @@
 // Dynamic batching, 2 instances. Several threads submit a burst; then the batch statistics.
 #include "add_sub_backend.hpp"
 
-#include <servekit/servekit.hpp>
+#include <servekit/runtime.hpp>
+#include <servekit/schedule.hpp>
 
 #include <fmt/format.h>
 

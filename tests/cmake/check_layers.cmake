@@ -34,6 +34,11 @@ set(_allow_repository ${_allow_runtime} runtime config ensemble)
 set(_allow_http ${_allow_repository} repository)
 set(_allow_cuda core backend schedule state)
 
+# The engine (servekit::servekit) needs only the standard library and header-only Boost; what the
+# server tier uses (nlohmann-json, fmt, Boost.Beast and Asio) stays above it.
+set(_engine_layers core backend queue metrics state schedule cache runtime ensemble cuda)
+set(_server_only_includes "nlohmann/" "fmt/" "boost/beast" "boost/asio")
+
 # Shown paths start at the include dir's own name ("include/servekit/...").
 get_filename_component(_shown_base "${ROOT}" DIRECTORY)
 
@@ -57,6 +62,20 @@ foreach(_file IN LISTS _files)
     continue()
   endif()
   math(EXPR _checked_files "${_checked_files} + 1")
+  if(_from IN_LIST _engine_layers)
+    file(STRINGS "${_file}" _third_party REGEX "^[ \t]*#[ \t]*include[ \t]*<")
+    foreach(_line IN LISTS _third_party)
+      foreach(_prefix IN LISTS _server_only_includes)
+        string(FIND "${_line}" "<${_prefix}" _at)
+        if(_at GREATER -1)
+          string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*" "" _what "${_line}")
+          string(APPEND _errors
+                 "layer check: ${_shown} (${_from}) includes ${_what}, which only the server tier "
+                 "(config, repository, http: servekit::server) may use\n")
+        endif()
+      endforeach()
+    endforeach()
+  endif()
   file(STRINGS "${_file}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]servekit/")
   foreach(_line IN LISTS _lines)
     if(NOT _line MATCHES "^[ \t]*#[ \t]*include[ \t]*[<\"](servekit/[^>\"]+)[>\"]")

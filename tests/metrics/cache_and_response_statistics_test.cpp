@@ -1,9 +1,9 @@
 // Statistics of the response cache, decoupled responses, rate-limiter waits and warmup: the
 // snapshot, the statistics JSON and the Prometheus families.
 
-#include <servekit/metrics/prometheus.hpp>
+#include <servekit/http/prometheus.hpp>
 #include <servekit/metrics/statistics.hpp>
-#include <servekit/metrics/statistics_json.hpp>
+#include <servekit/http/statistics_json.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -3,8 +3,8 @@
 // count hits and misses, decoupled and sequence models are refused, and concurrent clients
 // see correct answers.
 #include <servekit/cache.hpp>
-#include <servekit/metrics/prometheus.hpp>
-#include <servekit/metrics/statistics_json.hpp>
+#include <servekit/http/prometheus.hpp>
+#include <servekit/http/statistics_json.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/schedule/sequence_batcher.hpp>
 #include <servekit/state/host_state_store.hpp>

@@ -3,6 +3,7 @@
 /// batch_compatibility: which requests may share a batch (Triton's "required equal inputs").
 
 #include <servekit/backend/tensor_spec.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 
 #include <algorithm>
@@ -37,43 +38,8 @@ public:
   }
 
   /// Whether `other` may join a batch that `first` started.
-  [[nodiscard]] bool compatible(const request& first, const request& other) const noexcept {
-    for (const auto& name : equal_shape_) {
-      const tensor* a = first.find_input(name);
-      const tensor* b = other.find_input(name);
-      if ((a == nullptr) != (b == nullptr)) {
-        return false;
-      }
-      if (a != nullptr && item_shape(*a) != item_shape(*b)) {
-        return false;
-      }
-    }
-    for (const auto& name : shape_tensors_) {
-      const tensor* a = first.find_input(name);
-      const tensor* b = other.find_input(name);
-      if ((a == nullptr) != (b == nullptr)) {
-        return false;
-      }
-      if (a != nullptr &&
-          (a->shape != b->shape || a->data.size() != b->data.size() ||
-           !a->data.location().host_accessible() || !b->data.location().host_accessible() ||
-           (a->data.size() != 0 &&
-            std::memcmp(a->data.data(), b->data.data(), a->data.size()) != 0))) {
-        return false;
-      }
-    }
-    if (compare_input_sets_) {
-      if (first.inputs.size() != other.inputs.size()) {
-        return false;
-      }
-      for (const auto& t : first.inputs) {
-        if (other.find_input(t.name) == nullptr) {
-          return false;
-        }
-      }
-    }
-    return true;
-  }
+  [[nodiscard]] SERVEKIT_DECL bool compatible(const request& first,
+                                              const request& other) const noexcept;
 
 private:
   [[nodiscard]] shape item_shape(const tensor& t) const noexcept {
@@ -87,3 +53,7 @@ private:
 };
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/backend/impl/batch_compatibility.ipp>
+#endif

@@ -4,6 +4,7 @@
 /// `tensor_config` (run time, from a model's JSON config), named after Triton's ModelInput.
 
 #include <servekit/core/data_type.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/shape.hpp>
 
 #include <span>
@@ -45,13 +46,11 @@ struct tensor_config {
   friend bool operator==(const tensor_config&, const tensor_config&) = default;
 };
 
-[[nodiscard]] inline std::vector<tensor_config> to_configs(std::span<const tensor_spec> specs) {
-  std::vector<tensor_config> out;
-  out.reserve(specs.size());
-  for (const auto& s : specs) {
-    out.push_back(tensor_config::from(s));
-  }
-  return out;
-}
+[[nodiscard]] SERVEKIT_DECL std::vector<tensor_config>
+to_configs(std::span<const tensor_spec> specs);
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/backend/impl/tensor_spec.ipp>
+#endif

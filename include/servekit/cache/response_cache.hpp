@@ -7,6 +7,7 @@
 #include <servekit/cache/cache_key.hpp>
 #include <servekit/core/buffer.hpp>
 #include <servekit/core/config_error.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/tensor.hpp>
 
 #include <cstddef>
@@ -84,42 +85,7 @@ public:
   /// room. Returns false, changing nothing, when an output is not in host memory, the entry
   /// is larger than a shard's bound, or `key` is already cached (two misses of one key raced:
   /// the first insertion stays, and becomes the most recently used).
-  bool insert(cache_key key, const tensor_list& outputs) {
-    for (const auto& t : outputs) {
-      if (!t.data.location().host_accessible()) {
-        return false; // Triton inserts only responses whose outputs are all in CPU memory
-      }
-    }
-    const std::size_t bytes = entry_bytes(key, outputs);
-    shard& s = shard_of(key.hash());
-    if (bytes > s.capacity) {
-      return false;
-    }
-    // Build the entry (copying the outputs) before taking the lock.
-    const std::uint64_t hash = key.hash();
-    auto e = std::make_shared<entry>(std::move(key).release_bytes(), hash, copy_of(outputs), bytes);
-    std::vector<std::shared_ptr<const entry>> evicted; // destroyed after the lock is released
-    {
-      const std::lock_guard lock{s.mutex};
-      if (const auto it = s.index.find(key_ref{hash, e->key}); it != s.index.end()) {
-        s.lru.splice(s.lru.begin(), s.lru, it->second);
-        return false;
-      }
-      while (s.bytes_in_use + bytes > s.capacity) {
-        std::shared_ptr<const entry>& victim = s.lru.back();
-        s.index.erase(key_ref{victim->hash, victim->key});
-        s.bytes_in_use -= victim->bytes;
-        ++s.counters.evictions;
-        evicted.push_back(std::move(victim));
-        s.lru.pop_back();
-      }
-      s.lru.push_front(std::move(e));
-      s.index.emplace(key_ref{hash, s.lru.front()->key}, s.lru.begin());
-      s.bytes_in_use += bytes;
-      ++s.counters.insertions;
-    }
-    return true;
-  }
+  SERVEKIT_DECL bool insert(cache_key key, const tensor_list& outputs);
 
   /// Drops every entry (counters other than entries and bytes are kept).
   void clear() {
@@ -153,14 +119,8 @@ public:
 
   /// The bytes an entry of `key` and `outputs` counts against the bound: the key, each output's
   /// name and data, and entry_overhead.
-  [[nodiscard]] static std::size_t entry_bytes(const cache_key& key,
-                                               const tensor_list& outputs) noexcept {
-    std::size_t bytes = entry_overhead + key.bytes().size();
-    for (const auto& t : outputs) {
-      bytes += t.name.size() + t.data.size();
-    }
-    return bytes;
-  }
+  [[nodiscard]] SERVEKIT_DECL static std::size_t entry_bytes(const cache_key& key,
+                                                             const tensor_list& outputs) noexcept;
 
 private:
   struct entry {
@@ -231,17 +191,14 @@ private:
     return shards_[settings_.shards == 1 ? 0 : (hash >> 32) % settings_.shards];
   }
 
-  [[nodiscard]] static tensor_list copy_of(const tensor_list& outputs) {
-    tensor_list copy;
-    copy.reserve(outputs.size());
-    for (const auto& t : outputs) {
-      copy.push_back(tensor{t.name, t.type, t.shape, buffer::copy_of(t.data.bytes())});
-    }
-    return copy;
-  }
+  [[nodiscard]] SERVEKIT_DECL static tensor_list copy_of(const tensor_list& outputs);
 
   response_cache_settings settings_;
   std::unique_ptr<shard[]> shards_;
 };
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/cache/impl/response_cache.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// shape: tensor dimensions stored inline (no heap), with -1 as the "variable" wildcard in specs.
 
 #include <servekit/core/assert.hpp>
+#include <servekit/core/detail/linkage.hpp>
 
 #include <algorithm>
 #include <array>
@@ -107,16 +108,10 @@ private:
 };
 
 /// "[2,16]": the form Triton prints in its messages.
-[[nodiscard]] inline std::string to_string(const shape& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.rank(); ++i) {
-    if (i != 0) {
-      out += ',';
-    }
-    out += std::to_string(s[i]);
-  }
-  out += ']';
-  return out;
-}
+[[nodiscard]] SERVEKIT_DECL std::string to_string(const shape& s);
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/core/impl/shape.ipp>
+#endif

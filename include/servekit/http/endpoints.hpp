@@ -4,8 +4,8 @@
 /// the repository index, Triton's statistics extension, Prometheus metrics and readiness. The
 /// server (server.hpp) calls them; they do no I/O, so a user's own front end can reuse them.
 
-#include <servekit/metrics/prometheus.hpp>
-#include <servekit/metrics/statistics_json.hpp>
+#include <servekit/http/prometheus.hpp>
+#include <servekit/http/statistics_json.hpp>
 #include <servekit/repository/model_repository.hpp>
 
 #include <nlohmann/json.hpp>

@@ -4,6 +4,7 @@
 
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/core/config_error.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
 
 #include <algorithm>
@@ -65,45 +66,9 @@ namespace detail {
 /// The GPUs of group `g` after resolving Triton's rules; empty: the group runs on the CPU.
 /// `visible` is the backend's device count, or nullopt when the backend does not say (then the
 /// config is trusted: a GPU group must list its devices, which go unchecked).
-[[nodiscard]] inline std::vector<std::int32_t> group_gpus(const instance_group_options& group,
-                                                          const std::string& path,
-                                                          std::optional<int> visible) {
-  const bool gpu_kind = group.kind == instance_group_kind::kind_gpu;
-  const bool auto_kind = group.kind == instance_group_kind::kind_auto;
-  if (!gpu_kind && !auto_kind) {
-    if (!group.gpus.empty()) {
-      throw config_error(config_error_code::bad_value, path + "/gpus",
-                         "instance group of kind KIND_CPU or KIND_MODEL must not list gpus");
-    }
-    return {};
-  }
-  if (!visible) {
-    if (gpu_kind && group.gpus.empty()) {
-      throw config_error(config_error_code::bad_value, path + "/gpus",
-                         "instance group of kind KIND_GPU must list its gpus (the backend does "
-                         "not declare device_count(), so servekit cannot find them)");
-    }
-    return group.gpus;
-  }
-  if (group.gpus.empty()) {
-    if (*visible <= 0 && gpu_kind) {
-      throw config_error(config_error_code::bad_value, path + "/kind",
-                         "instance group of kind KIND_GPU, but no GPU is visible");
-    }
-    std::vector<std::int32_t> all(static_cast<std::size_t>(std::max(*visible, 0)));
-    std::iota(all.begin(), all.end(), 0);
-    return all; // KIND_AUTO without GPUs: empty, the CPU
-  }
-  for (std::size_t i = 0; i < group.gpus.size(); ++i) {
-    if (group.gpus[i] >= *visible) {
-      throw config_error(config_error_code::bad_value, path + "/gpus/" + std::to_string(i),
-                         "instance group lists GPU " + std::to_string(group.gpus[i]) + ", but " +
-                             std::to_string(*visible) + " GPU" + (*visible == 1 ? " is" : "s are") +
-                             " visible");
-    }
-  }
-  return group.gpus;
-}
+[[nodiscard]] SERVEKIT_DECL std::vector<std::int32_t>
+group_gpus(const instance_group_options& group, const std::string& path,
+           std::optional<int> visible);
 
 } // namespace detail
 
@@ -117,66 +82,16 @@ namespace detail {
 /// backend does not declare one: then KIND_AUTO means the CPU unless it lists GPUs, and GPU ids
 /// go unchecked. Throws config_error for a count below 1, a GPU group without GPUs, or a GPU
 /// that is not visible. Resolving resolved groups changes nothing.
-[[nodiscard]] inline std::vector<instance_group_options> resolve_instance_groups(
-    const std::string& model_name, const std::vector<instance_group_options>& groups,
-    std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt) {
-  if (groups.empty()) {
-    const instance_group_options implicit{.name = model_name + "_0",
-                                          .kind = instance_group_kind::kind_auto,
-                                          .count = default_count,
-                                          .gpus = {},
-                                          .rate_limiter = std::nullopt};
-    return resolve_instance_groups(model_name, {implicit}, default_count, visible_gpus);
-  }
-  std::vector<instance_group_options> out;
-  out.reserve(groups.size());
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    const auto& group = groups[g];
-    const std::string path = "/instance_group/" + std::to_string(g);
-    if (group.count < 1) {
-      throw config_error(config_error_code::bad_value, path + "/count",
-                         "instance group count must be at least 1");
-    }
-    auto& resolved = out.emplace_back(group);
-    if (resolved.name.empty()) {
-      resolved.name = model_name + "_" + std::to_string(g);
-    }
-    resolved.gpus = detail::group_gpus(group, path, visible_gpus);
-    if (!resolved.gpus.empty()) {
-      resolved.kind = instance_group_kind::kind_gpu;
-    } else if (resolved.kind == instance_group_kind::kind_auto) {
-      resolved.kind = instance_group_kind::kind_cpu;
-    }
-  }
-  return out;
-}
+[[nodiscard]] SERVEKIT_DECL std::vector<instance_group_options>
+resolve_instance_groups(const std::string& model_name,
+                        const std::vector<instance_group_options>& groups,
+                        std::int32_t default_count, std::optional<int> visible_gpus = std::nullopt);
 
 /// The instances of groups already resolved (resolve_instance_groups), named as Triton names
 /// them ("<group>_<index in group>"): a GPU group runs `count` instances on each of its GPUs, a
 /// CPU or KIND_MODEL group `count` in all.
-[[nodiscard]] inline std::vector<instance_placement>
-expand_instance_groups(const std::vector<instance_group_options>& resolved) {
-  std::vector<instance_placement> out;
-  for (std::size_t g = 0; g < resolved.size(); ++g) {
-    const auto& group = resolved[g];
-    std::int32_t index = 0;
-    if (group.kind == instance_group_kind::kind_gpu) {
-      for (const auto device : group.gpus) {
-        for (std::int32_t i = 0; i < group.count; ++i) {
-          out.push_back(
-              {group.name + "_" + std::to_string(index++), instance_kind::gpu, device, g});
-        }
-      }
-    } else {
-      const auto kind =
-          group.kind == instance_group_kind::kind_model ? instance_kind::model : instance_kind::cpu;
-      for (std::int32_t i = 0; i < group.count; ++i) {
-        out.push_back({group.name + "_" + std::to_string(index++), kind, 0, g});
-      }
-    }
-  }
-  return out;
-}
+[[nodiscard]] SERVEKIT_DECL std::vector<instance_placement>
+expand_instance_groups(const std::vector<instance_group_options>& resolved);
 
 /// The instances of `groups`: resolve_instance_groups (the rules and the errors), then
 /// expand_instance_groups.
@@ -188,3 +103,7 @@ place_instances(const std::string& model_name, const std::vector<instance_group_
 }
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/runtime/impl/instance_group.ipp>
+#endif

@@ -5,6 +5,7 @@
 
 #include <servekit/core/clock.hpp>
 #include <servekit/core/config_error.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/rate_limiter_core.hpp>
@@ -38,44 +39,8 @@ struct rate_limiter_settings {
 /// Parses the value of Triton's `--rate-limit-resource` flag, `<name>:<count>[:<device>]`
 /// (e.g. "R1:4", "R1:2:0"). Throws std::invalid_argument saying what is wrong (the caller adds
 /// the flag's name).
-[[nodiscard]] inline rate_limit_resource_count parse_rate_limit_resource(std::string_view text) {
-  const auto fail = [&](std::string_view why) -> rate_limit_resource_count {
-    throw std::invalid_argument("expected <name>:<count>[:<device>], got '" + std::string(text) +
-                                "': " + std::string(why));
-  };
-  const auto first = text.find(':');
-  if (first == std::string_view::npos) {
-    return fail("no count");
-  }
-  const auto name = text.substr(0, first);
-  auto rest = text.substr(first + 1);
-  std::optional<std::string_view> device_text;
-  if (const auto second = rest.find(':'); second != std::string_view::npos) {
-    device_text = rest.substr(second + 1);
-    rest = rest.substr(0, second);
-  }
-  if (name.empty()) {
-    return fail("empty resource name");
-  }
-  const auto number = [](std::string_view s, auto& out) {
-    const auto* end = s.data() + s.size();
-    const auto [ptr, ec] = std::from_chars(s.data(), end, out);
-    return !s.empty() && ec == std::errc{} && ptr == end;
-  };
-  rate_limit_resource_count out;
-  out.name = std::string(name);
-  if (!number(rest, out.count)) {
-    return fail("the count must be a number 0..4294967295");
-  }
-  if (device_text) {
-    int device = 0;
-    if (!number(*device_text, device) || device < 0) {
-      return fail("the device must be a number >= 0");
-    }
-    out.device = device;
-  }
-  return out;
-}
+[[nodiscard]] SERVEKIT_DECL rate_limit_resource_count
+parse_rate_limit_resource(std::string_view text);
 
 /// The server-wide rate limiter: a model instance whose group has a `rate_limiter` executes
 /// only when it holds the resources the group names (per device unless `global`). Waiting
@@ -140,53 +105,9 @@ public:
   /// when its group has a `rate_limiter`. Throws config_error at
   /// "/instance_group/<g>/rate_limiter/resources/<k>..." when a server-wide count is below what
   /// an instance needs (Triton's message) or a resource is both global and per device.
-  [[nodiscard]] registration register_model(std::string_view model_name,
-                                            const std::vector<instance_group_options>& groups,
-                                            const std::vector<instance_placement>& placements) {
-    std::vector<rate_limited_instance> limited;
-    std::vector<std::size_t> which;
-    for (std::size_t i = 0; i < placements.size(); ++i) {
-      const auto g = placements[i].group;
-      if (g >= groups.size()) {
-        throw config_error(config_error_code::bad_value, "/instance_group",
-                           "model '" + std::string(model_name) + "': instance " +
-                               placements[i].name + " names group " + std::to_string(g) +
-                               ", but the model has " + std::to_string(groups.size()));
-      }
-      const auto& options = groups[g].rate_limiter;
-      if (!options) {
-        continue;
-      }
-      rate_limited_instance in;
-      in.device = placements[i].device_id;
-      in.priority = options->priority;
-      in.path = "/instance_group/" + std::to_string(g) + "/rate_limiter";
-      for (const auto& r : options->resources) {
-        in.resources.push_back({r.name, r.global, r.count});
-      }
-      limited.push_back(std::move(in));
-      which.push_back(i);
-    }
-    std::vector<std::optional<instance_id>> ids(placements.size());
-    if (limited.empty()) {
-      return {this, std::move(ids)};
-    }
-    std::vector<instance_id> added;
-    {
-      const std::lock_guard lock{mutex_};
-      added = core_.add(limited);
-      for (const auto id : added) {
-        if (waiters_.size() <= id) {
-          waiters_.resize(id + 1);
-        }
-        waiters_[id] = std::make_unique<waiter>();
-      }
-    }
-    for (std::size_t k = 0; k < which.size(); ++k) {
-      ids[which[k]] = added[k];
-    }
-    return {this, std::move(ids)};
-  }
+  [[nodiscard]] SERVEKIT_DECL registration
+  register_model(std::string_view model_name, const std::vector<instance_group_options>& groups,
+                 const std::vector<instance_placement>& placements);
 
   /// Blocks until instance `id` holds its resources; returns the nanoseconds it waited.
   std::uint64_t acquire(instance_id id) {
@@ -233,22 +154,7 @@ private:
     }
   }
 
-  void unregister(const std::vector<std::optional<instance_id>>& ids) noexcept {
-    std::vector<instance_id> present;
-    for (const auto& id : ids) {
-      if (id) {
-        present.push_back(*id);
-      }
-    }
-    if (present.empty()) {
-      return;
-    }
-    const std::lock_guard lock{mutex_};
-    wake(core_.remove(present, clock::now()));
-    for (const auto id : present) {
-      waiters_[id].reset();
-    }
-  }
+  SERVEKIT_DECL void unregister(const std::vector<std::optional<instance_id>>& ids) noexcept;
 
   mutable std::mutex mutex_;
   rate_limiter_core core_;
@@ -256,3 +162,7 @@ private:
 };
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/runtime/impl/rate_limiter.ipp>
+#endif

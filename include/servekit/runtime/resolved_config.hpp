@@ -7,6 +7,7 @@
 #include <servekit/backend/batch_compatibility.hpp>
 #include <servekit/backend/request_validator.hpp>
 #include <servekit/core/config_error.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/scheduler.hpp>
 
@@ -59,39 +60,8 @@ struct resolved_config {
 };
 
 namespace detail {
-inline void check_declared(const std::vector<tensor_config>& configured,
-                           std::span<const tensor_spec> declared, const char* field) {
-  if (declared.empty()) {
-    return;
-  }
-  for (std::size_t i = 0; i < configured.size(); ++i) {
-    const auto& c = configured[i];
-    const tensor_spec* match = nullptr;
-    for (const auto& d : declared) {
-      if (d.name == c.name) {
-        match = &d;
-      }
-    }
-    const std::string path = std::string{"/"} + field + "/" + std::to_string(i);
-    if (match == nullptr) {
-      throw config_error(config_error_code::bad_value, path + "/name",
-                         "the backend declares no " + std::string{field} + " named '" + c.name +
-                             "'");
-    }
-    if (match->type != c.type) {
-      throw config_error(config_error_code::bad_value, path + "/data_type",
-                         std::string{field} + " '" + c.name + "' is " +
-                             std::string{to_config_string(c.type)} +
-                             " in the config but the backend declares " +
-                             std::string{to_config_string(match->type)});
-    }
-    if (!match->dims.admits(c.dims) && match->dims != c.dims) {
-      throw config_error(config_error_code::bad_value, path + "/dims",
-                         std::string{field} + " '" + c.name + "' has dims " + to_string(c.dims) +
-                             " in the config but the backend declares " + to_string(match->dims));
-    }
-  }
-}
+SERVEKIT_DECL void check_declared(const std::vector<tensor_config>& configured,
+                                  std::span<const tensor_spec> declared, const char* field);
 } // namespace detail
 
 /// Which scheduler a model type composes, as far as the configuration cares.
@@ -192,3 +162,7 @@ template <class B>
 }
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/runtime/impl/resolved_config.ipp>
+#endif

@@ -6,6 +6,7 @@
 #include <servekit/core/assert.hpp>
 #include <servekit/core/clock.hpp>
 #include <servekit/core/config_error.hpp>
+#include <servekit/core/detail/linkage.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -84,43 +85,13 @@ public:
   /// Registers the instances of one model, all or none. Throws config_error (path: the
   /// instance's `path` + "/resources/<k>[/count]") when a server-wide count is below what an
   /// instance needs, or a resource is both global and per device.
-  [[nodiscard]] std::vector<instance_id> add(std::span<const rate_limited_instance> instances) {
-    check_global_agreement(instances);
-    std::vector<instance_id> ids;
-    ids.reserve(instances.size());
-    const auto start = lowest_rank();
-    try {
-      for (const auto& in : instances) {
-        ids.push_back(insert(in, start));
-      }
-      recount(instances, ids);
-    } catch (...) {
-      for (const auto id : ids) {
-        slots_[id] = {};
-        free_.push_back(id);
-      }
-      recount({}, {});
-      throw;
-    }
-    return ids;
-  }
+  [[nodiscard]] SERVEKIT_DECL std::vector<instance_id>
+  add(std::span<const rate_limited_instance> instances);
 
   /// Unregisters instances; a waiting or holding one gives up first. Returns the instances
   /// granted as a result (their reservations or resources are gone).
-  std::span<const instance_id> remove(std::span<const instance_id> ids, time_point now) {
-    for (const auto id : ids) {
-      auto& s = slots_[id];
-      if (s.current == phase::holding) {
-        give_back(s);
-      } else if (s.current == phase::waiting) {
-        std::erase(waiting_, id);
-      }
-      s = {};
-      free_.push_back(id);
-    }
-    recount({}, {});
-    return scan(now);
-  }
+  SERVEKIT_DECL std::span<const instance_id> remove(std::span<const instance_id> ids,
+                                                    time_point now);
 
   /// Instance `id` wants to execute. True: granted now (its resources are taken). False: it
   /// waits until a later `release`, `withdraw` or `remove` returns it. A request can grant only
@@ -214,46 +185,12 @@ private:
     time_point since{};        ///< start of the current wait
   };
 
-  static std::string resource_path(const rate_limited_instance& in, std::size_t k) {
-    return in.path + "/resources/" + std::to_string(k);
-  }
+  SERVEKIT_DECL static std::string resource_path(const rate_limited_instance& in, std::size_t k);
 
   // Triton refuses a name used both as a global and as a per-device resource, across models.
-  void check_global_agreement(std::span<const rate_limited_instance> instances) const {
-    for (const auto& in : instances) {
-      for (std::size_t k = 0; k < in.resources.size(); ++k) {
-        const auto& r = in.resources[k];
-        const auto clash = [&](const std::string& name, bool global) {
-          return name == r.name && global != r.global;
-        };
-        bool conflict = std::any_of(pools_.begin(), pools_.end(), [&](const pool& p) {
-          return p.count > 0 && clash(p.name, p.global);
-        });
-        for (const auto& other : instances) {
-          for (const auto& o : other.resources) {
-            conflict = conflict || clash(o.name, o.global);
-          }
-        }
-        if (conflict) {
-          throw config_error(config_error_code::bad_value, resource_path(in, k) + "/global",
-                             "Resource \"" + r.name +
-                                 "\" is present as both global and device-specific resource in "
-                                 "the model configuration.");
-        }
-      }
-    }
-  }
+  SERVEKIT_DECL void check_global_agreement(std::span<const rate_limited_instance> instances) const;
 
-  std::size_t find_pool(const rate_limited_resource& r, int device) {
-    for (std::size_t i = 0; i < pools_.size(); ++i) {
-      const auto& p = pools_[i];
-      if (p.name == r.name && p.global == r.global && (r.global || p.device == device)) {
-        return i;
-      }
-    }
-    pools_.push_back({r.name, r.global, r.global ? 0 : device, 0, 0});
-    return pools_.size() - 1;
-  }
+  SERVEKIT_DECL std::size_t find_pool(const rate_limited_resource& r, int device);
 
   // The smallest rank (executions x priority) of the registered instances, 0 when none.
   [[nodiscard]] std::uint64_t lowest_rank() const {
@@ -269,31 +206,7 @@ private:
   // A new instance starts ranked with the lowest registered one (`rank`), not at 0 executions:
   // otherwise a model loaded into a busy server would win every contention until its count
   // caught up with models that have run for hours.
-  instance_id insert(const rate_limited_instance& in, std::uint64_t rank) {
-    slot s;
-    s.current = phase::idle;
-    s.priority = std::max<std::uint64_t>(in.priority, 1);
-    s.executions = rank / s.priority;
-    for (const auto& r : in.resources) {
-      const auto p = find_pool(r, in.device);
-      // The same resource named twice adds up.
-      auto it =
-          std::find_if(s.needs.begin(), s.needs.end(), [&](const need& n) { return n.pool == p; });
-      if (it == s.needs.end()) {
-        s.needs.push_back({p, r.count});
-      } else {
-        it->count += r.count;
-      }
-    }
-    if (!free_.empty()) {
-      const auto id = free_.back();
-      free_.pop_back();
-      slots_[id] = s;
-      return id;
-    }
-    slots_.push_back(s);
-    return slots_.size() - 1;
-  }
+  SERVEKIT_DECL instance_id insert(const rate_limited_instance& in, std::uint64_t rank);
 
   // The server-wide count for a pool, if one was given.
   [[nodiscard]] std::optional<std::uint32_t> explicit_count(const pool& p) const {
@@ -315,36 +228,8 @@ private:
 
   // Sets every pool's count from the server-wide counts and the registered needs. `added`
   // (with their `ids`) are checked against the server-wide counts.
-  void recount(std::span<const rate_limited_instance> added, std::span<const instance_id> ids) {
-    std::vector<std::uint32_t> most(pools_.size(), 0);
-    for (const auto& s : slots_) {
-      if (s.current == phase::unused) {
-        continue;
-      }
-      for (const auto& n : s.needs) {
-        most[n.pool] = std::max(most[n.pool], n.count);
-      }
-    }
-    for (std::size_t i = 0; i < added.size(); ++i) {
-      for (std::size_t k = 0; k < added[i].resources.size(); ++k) {
-        const auto& n = *std::find_if(
-            slots_[ids[i]].needs.begin(), slots_[ids[i]].needs.end(),
-            [&](const need& x) { return pools_[x.pool].name == added[i].resources[k].name; });
-        const auto limit = explicit_count(pools_[n.pool]);
-        if (limit && *limit < n.count) {
-          throw config_error(config_error_code::bad_value, resource_path(added[i], k) + "/count",
-                             "Resource count for \"" + pools_[n.pool].name + "\" is limited to " +
-                                 std::to_string(*limit) +
-                                 " which will prevent scheduling of one or more model "
-                                 "instances, the minimum required count is " +
-                                 std::to_string(n.count));
-        }
-      }
-    }
-    for (std::size_t p = 0; p < pools_.size(); ++p) {
-      pools_[p].count = most[p] == 0 ? 0 : explicit_count(pools_[p]).value_or(most[p]);
-    }
-  }
+  SERVEKIT_DECL void recount(std::span<const rate_limited_instance> added,
+                             std::span<const instance_id> ids);
 
   void take(slot& s) {
     for (const auto& n : s.needs) {
@@ -374,45 +259,7 @@ private:
 
   // Grants, in rank order, every waiter whose resources are free and not reserved by a waiter
   // ranked before it.
-  std::span<const instance_id> scan(time_point now) {
-    granted_.clear();
-    if (waiting_.empty()) {
-      return granted_;
-    }
-    std::sort(waiting_.begin(), waiting_.end(), [&](instance_id a, instance_id b) {
-      const auto& x = slots_[a];
-      const auto& y = slots_[b];
-      const auto rx = x.executions * x.priority;
-      const auto ry = y.executions * y.priority;
-      return rx != ry ? rx < ry : x.arrival < y.arrival;
-    });
-    reserved_.assign(pools_.size(), false);
-    passed_.clear();
-    std::size_t kept = 0;
-    for (const auto id : waiting_) {
-      auto& s = slots_[id];
-      const bool blocked = std::any_of(s.needs.begin(), s.needs.end(),
-                                       [&](const need& n) { return reserved_[n.pool]; });
-      if (!blocked && fits(s)) {
-        take(s);
-        granted_.push_back(id);
-        for (const auto p : passed_) {
-          ++slots_[p].passes;
-        }
-        passed_.clear();
-        continue;
-      }
-      if (reserving(s, now)) {
-        for (const auto& n : s.needs) {
-          reserved_[n.pool] = true;
-        }
-      }
-      passed_.push_back(id);
-      waiting_[kept++] = id;
-    }
-    waiting_.resize(kept);
-    return granted_;
-  }
+  SERVEKIT_DECL std::span<const instance_id> scan(time_point now);
 
   std::vector<rate_limit_resource_count> counts_;
   rate_limiter_aging aging_;
@@ -428,3 +275,7 @@ private:
 };
 
 } // namespace servekit
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/schedule/impl/rate_limiter_core.ipp>
+#endif

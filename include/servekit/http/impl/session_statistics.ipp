@@ -9,7 +9,7 @@
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
-#include <servekit/metrics/prometheus.hpp>
+#include <servekit/http/prometheus.hpp>
 #include <servekit/repository/model_repository.hpp>
 
 namespace servekit::http {

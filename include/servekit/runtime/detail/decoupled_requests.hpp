@@ -6,6 +6,7 @@
 
 #include <servekit/backend/detail/response_channel.hpp>
 #include <servekit/core/clock.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
@@ -117,18 +118,7 @@ public:
   }
 
   /// Answers every outstanding request `cancelled` (a cancelling shutdown).
-  void cancel_all() {
-    std::vector<std::uint64_t> keys;
-    std::vector<std::shared_ptr<decoupled_request>> states;
-    {
-      const std::lock_guard lock{mutex_};
-      deadlines_.take_all(keys);
-      states = take(keys);
-    }
-    for (auto& s : states) {
-      s->fail(cancelled("Request cancelled: model '" + model_name_ + "' is shutting down"));
-    }
-  }
+  SERVEKIT_DECL void cancel_all();
 
   /// Blocks until no request is outstanding (a draining shutdown). With a timeout configured
   /// the watchdog bounds the wait.
@@ -162,55 +152,13 @@ private:
   friend class decoupled_request;
 
   /// Request `key` got its final response.
-  void finished(std::uint64_t key) {
-    // Notified under the lock: a drain waiting in wait_idle() may destroy this table as soon as
-    // it sees the table empty.
-    const std::lock_guard lock{mutex_};
-    deadlines_.remove(key);
-    live_.erase(key);
-    if (live_.empty()) {
-      changed_.notify_all();
-    }
-  }
+  SERVEKIT_DECL void finished(std::uint64_t key);
 
   /// Caller holds mutex_.
-  std::vector<std::shared_ptr<decoupled_request>> take(const std::vector<std::uint64_t>& keys) {
-    std::vector<std::shared_ptr<decoupled_request>> out;
-    out.reserve(keys.size());
-    for (const auto key : keys) {
-      if (auto it = live_.find(key); it != live_.end()) {
-        out.push_back(it->second); // live_ keeps it until its final response calls finished()
-      }
-    }
-    return out;
-  }
+  SERVEKIT_DECL std::vector<std::shared_ptr<decoupled_request>>
+  take(const std::vector<std::uint64_t>& keys);
 
-  void run_watchdog() {
-    std::vector<std::uint64_t> expired;
-    std::unique_lock lock{mutex_};
-    while (!stop_) {
-      deadlines_.tick(clock::now(), expired);
-      if (!expired.empty()) {
-        auto states = take(expired);
-        expired.clear();
-        lock.unlock();
-        for (auto& s : states) {
-          s->fail(deadline_exceeded(
-              "model '" + model_name_ + "' sent no final response for request '" + s->id() +
-              "' within final_response_timeout_microseconds=" + std::to_string(timeout_us_)));
-        }
-        lock.lock();
-        continue;
-      }
-      watchdog_target_ = deadlines_.next_deadline();
-      if (watchdog_target_ == never) {
-        changed_.wait(lock);
-      } else {
-        changed_.wait_until(lock, watchdog_target_);
-      }
-      watchdog_target_ = time_point::min();
-    }
-  }
+  SERVEKIT_DECL void run_watchdog();
 
   const std::string model_name_;
   model_statistics& stats_;
@@ -225,58 +173,8 @@ private:
   std::thread watchdog_;
 };
 
-inline status decoupled_request::send(response&& r, bool final) {
-  // Nothing may be sent after the final response, so the sink (and what it holds: an HTTP
-  // session, say) is let go with it, not when the last response_sender goes: a backend that
-  // keeps a finished sender must not keep its client's connection, or a server's exit, waiting.
-  // Destroyed last, outside the lock.
-  response_sink spent;
-  {
-    const std::lock_guard lock{mutex_};
-    if (final_sent_) {
-      return unavailable(
-          "request '" + id_ + "' of model '" + owner_.model_name() +
-          "' already has its final response (" +
-          (why_final_.ok() ? std::string{"sent by the backend"} : why_final_.message()) +
-          "); the response was dropped");
-    }
-    r.final = final;
-    if (r.id.empty()) {
-      r.id = id_;
-    }
-    if (!requested_outputs_.empty()) {
-      std::erase_if(r.outputs, [&](const tensor& t) {
-        return std::find(requested_outputs_.begin(), requested_outputs_.end(), t.name) ==
-               requested_outputs_.end();
-      });
-    }
-    const response_outcome outcome = !r.ok()                      ? response_outcome::fail
-                                     : final && r.outputs.empty() ? response_outcome::empty
-                                                                  : response_outcome::success;
-    owner_.stats().record_response(sent_++, outcome, elapsed_ns(start_, clock::now()));
-    if (final) {
-      final_sent_ = true;
-      why_final_ = r.ok() ? status{} : r.status;
-    }
-    try {
-      sink_.send(std::move(r));
-    } catch (...) { // NOLINT(bugprone-empty-catch): sinks must not throw (see deliver())
-    }
-    if (final) {
-      spent = std::move(sink_);
-    }
-  }
-  if (final) {
-    owner_.finished(key_);
-  }
-  return {};
-}
-
-inline void decoupled_request::release() {
-  if (!finished()) {
-    fail(internal_error("backend of model '" + owner_.model_name() + "' released request '" + id_ +
-                        "' without a final response"));
-  }
-}
-
 } // namespace servekit::detail
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/runtime/impl/decoupled_requests.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// Finishing requests: the steps every shell takes to answer a request, in one place.
 
 #include <servekit/core/clock.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/pending_request.hpp>
@@ -35,26 +36,10 @@ inline void finish_response(const request& req, response& r) {
 }
 
 /// Answers the requests a core finished without executing them (timeouts, cancellations).
-inline void answer_early_exits(early_exits& exits, model_statistics& stats, time_point now) {
-  for (auto& p : exits.timed_out) {
-    stats.record_early_failure(failure_reason::rejected, elapsed_ns(p->request.arrival, now));
-    deliver(*p, response::failure(unavailable("Request timeout expired"), p->request.id));
-  }
-  for (auto& p : exits.cancelled) {
-    stats.record_early_failure(failure_reason::canceled, elapsed_ns(p->request.arrival, now));
-    deliver(*p, response::failure(cancelled("Request cancelled"), p->request.id));
-  }
-  for (auto& p : exits.sequence_timed_out) {
-    stats.record_early_failure(failure_reason::rejected, elapsed_ns(p->request.arrival, now));
-    deliver(*p, response::failure(unavailable("timeout of the corresponding sequence has been "
-                                              "expired"),
-                                  p->request.id));
-  }
-  const auto n = exits.timed_out.size() + exits.cancelled.size() + exits.sequence_timed_out.size();
-  if (n != 0) {
-    stats.add_pending(-static_cast<std::int64_t>(n));
-  }
-  exits.clear();
-}
+SERVEKIT_DECL void answer_early_exits(early_exits& exits, model_statistics& stats, time_point now);
 
 } // namespace servekit::detail
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/runtime/impl/finish.ipp>
+#endif

@@ -3,6 +3,7 @@
 /// instance_rate_limits: what a shell's instance threads call around each execution so that a
 /// model honours the server's rate limiter.
 
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/rate_limiter.hpp>
@@ -28,27 +29,10 @@ public:
 
   /// `groups` resolved, `placements` expanded from them (as model<> does). Throws config_error
   /// for counts the limiter cannot honour (rate_limiter::register_model).
-  instance_rate_limits(std::shared_ptr<rate_limiter> limiter, std::string_view model_name,
-                       const std::vector<instance_group_options>& groups,
-                       const std::vector<instance_placement>& placements)
-      : ids_(placements.size(), none) {
-    if (!limiter) {
-      return;
-    }
-    registration_ = limiter->register_model(model_name, groups, placements);
-    bool any = false;
-    for (std::size_t i = 0; i < placements.size(); ++i) {
-      if (const auto id = registration_.id(i)) {
-        ids_[i] = *id;
-        any = true;
-      }
-    }
-    if (any) {
-      limiter_ = std::move(limiter);
-    } else {
-      registration_ = {}; // nothing registered: hold no pointer to a limiter we do not keep
-    }
-  }
+  SERVEKIT_DECL instance_rate_limits(std::shared_ptr<rate_limiter> limiter,
+                                     std::string_view model_name,
+                                     const std::vector<instance_group_options>& groups,
+                                     const std::vector<instance_placement>& placements);
 
   instance_rate_limits(instance_rate_limits&&) noexcept = default;
   instance_rate_limits& operator=(instance_rate_limits&&) noexcept = default;
@@ -104,3 +88,7 @@ private:
 };
 
 } // namespace servekit::detail
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/runtime/impl/instance_rate_limits.ipp>
+#endif

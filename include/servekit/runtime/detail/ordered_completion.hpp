@@ -3,6 +3,7 @@
 /// ordered_completion: preserve_ordering's release of responses in the order batches formed.
 
 #include <servekit/backend/batch.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/queue/pending_request.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/schedule/batch_plan.hpp>
@@ -21,21 +22,7 @@ namespace servekit::detail {
 class ordered_completion {
 public:
   /// Delivers batch `sequence` now if it is next, else parks it; then delivers what it unblocks.
-  void complete(std::uint64_t sequence, batch_plan& plan, batch& b) {
-    finished_batch done;
-    for (std::size_t i = 0; i < plan.requests.size(); ++i) {
-      done.push_back({std::move(plan.requests[i]), std::move(b.response(i))});
-    }
-    const std::lock_guard lock{mutex_};
-    parked_.emplace(sequence, std::move(done));
-    for (auto it = parked_.find(next_); it != parked_.end(); it = parked_.find(next_)) {
-      for (auto& [p, r] : it->second) {
-        deliver(*p, std::move(r));
-      }
-      parked_.erase(it);
-      ++next_;
-    }
-  }
+  SERVEKIT_DECL void complete(std::uint64_t sequence, batch_plan& plan, batch& b);
 
 private:
   using finished_batch = std::vector<std::pair<pending_ptr, response>>;
@@ -45,3 +32,7 @@ private:
 };
 
 } // namespace servekit::detail
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/runtime/impl/ordered_completion.ipp>
+#endif

@@ -1,6 +1,6 @@
 // prometheus_writer: Triton's metric families in text exposition format 0.0.4.
 
-#include <servekit/metrics/prometheus.hpp>
+#include <servekit/http/prometheus.hpp>
 
 #include <gtest/gtest.h>
 

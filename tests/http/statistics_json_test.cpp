@@ -1,6 +1,6 @@
 // to_statistics_json: Triton's statistics-extension `$model_stat` shape plus our extensions.
 
-#include <servekit/metrics/statistics_json.hpp>
+#include <servekit/http/statistics_json.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
