@@ -25,7 +25,8 @@ struct doubler {
   void execute(servekit::batch& batch) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto& x = *batch.request(i).find_input("X");
-      auto y = batch.response(i).add_output("Y", servekit::data_type::fp32, x.shape).values<float>();
+      auto y =
+          batch.response(i).add_output("Y", servekit::data_type::fp32, x.shape).values<float>();
       const auto in = x.values<float>();
       for (std::size_t k = 0; k < in.size(); ++k) {
         y[k] = 2.0F * in[k];

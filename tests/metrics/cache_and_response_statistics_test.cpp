@@ -2,8 +2,8 @@
 // snapshot, the statistics JSON and the Prometheus families.
 
 #include <servekit/http/prometheus.hpp>
-#include <servekit/metrics/statistics.hpp>
 #include <servekit/http/statistics_json.hpp>
+#include <servekit/metrics/statistics.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -42,10 +42,10 @@ namespace servekit::detail {
 /// data) when the model batches, or the bare dims when it does not (max_batch_size 0). Zero,
 /// random (reproducible: seeded by `k`) or file data (`<model folder>/warmup/<file>`), as Triton
 /// makes it. Throws config_error at the sample's field for a sample the model cannot take.
-[[nodiscard]] SERVEKIT_DECL request make_warmup_request(
-    const model_warmup_options& sample, std::size_t k, std::int32_t max_batch_size,
-    std::span<const tensor_config> declared_inputs, std::span<const std::string> sequence_inputs,
-    const std::string& directory);
+[[nodiscard]] SERVEKIT_DECL request
+make_warmup_request(const model_warmup_options& sample, std::size_t k, std::int32_t max_batch_size,
+                    std::span<const tensor_config> declared_inputs,
+                    std::span<const std::string> sequence_inputs, const std::string& directory);
 
 /// Runs every sample of `options.model_warmup` (each `count` times, 0 meaning once; samples of
 /// batch_size 0 skipped, as Triton does) on `backend`. Each execution is recorded into `stats`

@@ -47,7 +47,7 @@ namespace servekit::detail {
 
 /// "sample 'name' (model_warmup[k])".
 [[nodiscard]] SERVEKIT_DECL std::string warmup_sample_label(const model_warmup_options& sample,
-                                                     std::size_t k) {
+                                                            std::size_t k) {
   return "warmup sample '" + sample.name + "' (model_warmup[" + std::to_string(k) + "])";
 }
 
@@ -142,11 +142,10 @@ warmup_sample_bytes(const std::string& name, const warmup_input_options& input,
 
 /// The request of warmup sample `k`: every input of `batch_size` rows (each row the sample's
 /// data) when the model batches, or the bare dims when it does not (max_batch_size 0).
-[[nodiscard]] SERVEKIT_DECL request make_warmup_request(const model_warmup_options& sample, std::size_t k,
-                                                 std::int32_t max_batch_size,
-                                                 std::span<const tensor_config> declared_inputs,
-                                                 std::span<const std::string> sequence_inputs,
-                                                 const std::string& directory) {
+[[nodiscard]] SERVEKIT_DECL request
+make_warmup_request(const model_warmup_options& sample, std::size_t k, std::int32_t max_batch_size,
+                    std::span<const tensor_config> declared_inputs,
+                    std::span<const std::string> sequence_inputs, const std::string& directory) {
   const std::string path = warmup_path(k);
   if (max_batch_size == 0 && sample.batch_size != 1) {
     throw config_error(config_error_code::bad_value, path + "/batch_size",
