@@ -1,3 +1,5 @@
+#include "state/state_test_support.hpp"
+
 #include <servekit/cuda/device.hpp>
 #include <servekit/cuda/device_state_store.hpp>
 #include <servekit/cuda/memory.hpp>
@@ -10,12 +12,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <span>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -23,6 +22,9 @@ namespace {
 
 namespace sk = servekit;
 namespace skc = servekit::cuda;
+using state_test::file_state;
+using state_test::int_state;
+using state_test::model_directory;
 
 static_assert(sk::state_store<skc::device_state_store>);
 static_assert(std::same_as<skc::device_state_store::policy_role, sk::state_store_role>);
@@ -30,16 +32,6 @@ static_assert(!skc::device_state_store::supports_growable_memory);
 
 constexpr sk::memory_location cpu = sk::memory_location::cpu();
 constexpr sk::memory_location gpu0 = sk::memory_location::gpu(0);
-
-sk::state_options int_state(sk::shape dims, bool same_buffer = false) {
-  sk::state_options s;
-  s.input_name = "INPUT_STATE";
-  s.output_name = "OUTPUT_STATE";
-  s.data_type = sk::data_type::int32;
-  s.dims = dims;
-  s.use_same_buffer_for_input_output = same_buffer;
-  return s;
-}
 
 /// `slot_locations` empty: every slot on the CPU.
 sk::state_store_config config_of(std::vector<sk::state_options> states,
@@ -52,45 +44,6 @@ sk::state_store_config config_of(std::vector<sk::state_options> states,
   c.slot_locations = std::move(slot_locations);
   c.model_outputs = std::move(outputs);
   return c;
-}
-
-/// A scratch model directory, removed at the end of the test.
-class model_directory {
-public:
-  model_directory() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            (std::string{"servekit_device_state_"} + info->name() + "_" +
-             std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    std::filesystem::create_directories(path_ / "initial_state");
-  }
-  model_directory(const model_directory&) = delete;
-  model_directory& operator=(const model_directory&) = delete;
-  ~model_directory() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  void write(const std::string& name, std::span<const std::int32_t> values) const {
-    std::ofstream out{path_ / "initial_state" / name, std::ios::binary};
-    out.write(reinterpret_cast<const char*>(values.data()),
-              static_cast<std::streamsize>(values.size_bytes()));
-  }
-  [[nodiscard]] std::string string() const { return path_.string(); }
-
-private:
-  std::filesystem::path path_;
-};
-
-/// A state of dims [-1] starting from `file`, which holds `initial_dims` INT32s.
-sk::state_options file_state(std::string file, sk::shape initial_dims) {
-  auto s = int_state({-1});
-  sk::initial_state_options init;
-  init.data_type = sk::data_type::int32;
-  init.dims = initial_dims;
-  init.name = "initial state";
-  init.data_file = std::move(file);
-  s.initial_state.push_back(init);
-  return s;
 }
 
 /// The INT32 values of `t`, wherever they live.
@@ -148,7 +101,7 @@ std::vector<std::int32_t> step(skc::device_state_store& store, std::size_t slot,
   return before;
 }
 
-// -- CPU slots: served by the inner host_state_store, no CUDA needed ---------------------------
+// -- CPU slots: served as host_state_store serves them, no CUDA needed ---------------------------
 
 TEST(device_state_store, cpu_slots_start_from_zeros_in_host_memory) {
   skc::device_state_store store{config_of({int_state({-1, 3})})};
@@ -165,7 +118,7 @@ TEST(device_state_store, cpu_slots_start_from_zeros_in_host_memory) {
 TEST(device_state_store, cpu_slots_start_from_the_data_file) {
   const model_directory dir;
   const std::array<std::int32_t, 3> initial{7, -2, 40};
-  dir.write("initial_state_data", initial);
+  dir.write("initial_state_data", std::as_bytes(std::span{initial}));
   auto c = config_of({file_state("initial_state_data", {3})}, {cpu, cpu});
   c.model_directory = dir.string();
   skc::device_state_store store{c};
@@ -316,7 +269,7 @@ TEST_F(device_state_store_gpu, state_starts_as_zeros_in_device_memory) {
 TEST_F(device_state_store_gpu, state_starts_from_the_uploaded_data_file) {
   const model_directory dir;
   const std::array<std::int32_t, 3> initial{7, -2, 40};
-  dir.write("initial_state_data", initial);
+  dir.write("initial_state_data", std::as_bytes(std::span{initial}));
   auto c = config_of({file_state("initial_state_data", {3})}, {gpu0, gpu0});
   c.model_directory = dir.string();
   skc::device_state_store store{c};

@@ -1,3 +1,5 @@
+#include "state/state_test_support.hpp"
+
 #include <servekit/state.hpp>
 
 #include <gtest/gtest.h>
@@ -7,8 +9,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +19,9 @@
 namespace {
 
 namespace sk = servekit;
+using state_test::file_state;
+using state_test::int_state;
+using state_test::model_directory;
 
 static_assert(sk::state_store<sk::host_state_store>);
 static_assert(std::same_as<sk::host_state_store::policy_role, sk::state_store_role>);
@@ -34,16 +37,6 @@ struct store_without_update {
 };
 static_assert(!sk::state_store<store_without_update>);
 static_assert(!sk::detail::state_store_has_update<store_without_update>);
-
-sk::state_options int_state(sk::shape dims, bool same_buffer = false) {
-  sk::state_options s;
-  s.input_name = "INPUT_STATE";
-  s.output_name = "OUTPUT_STATE";
-  s.data_type = sk::data_type::int32;
-  s.dims = dims;
-  s.use_same_buffer_for_input_output = same_buffer;
-  return s;
-}
 
 /// `s` under other names, for models with several states.
 sk::state_options renamed(sk::state_options s, const std::string& prefix) {
@@ -66,44 +59,6 @@ sk::state_store_config config_of(std::vector<sk::state_options> states, std::siz
 std::vector<std::int32_t> values_of(const sk::tensor& t) {
   const auto v = t.values<std::int32_t>();
   return {v.begin(), v.end()};
-}
-
-/// A scratch model directory, removed at the end of the test.
-class model_directory {
-public:
-  model_directory() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            (std::string{"servekit_state_"} + info->name() + "_" +
-             std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    std::filesystem::create_directories(path_ / "initial_state");
-  }
-  model_directory(const model_directory&) = delete;
-  model_directory& operator=(const model_directory&) = delete;
-  ~model_directory() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  void write(const std::string& name, std::span<const std::byte> bytes) const {
-    std::ofstream out{path_ / "initial_state" / name, std::ios::binary};
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-  }
-  [[nodiscard]] std::string string() const { return path_.string(); }
-
-private:
-  std::filesystem::path path_;
-};
-
-sk::state_options file_state(std::string file, sk::shape initial_dims) {
-  auto s = int_state({-1});
-  sk::initial_state_options init;
-  init.data_type = sk::data_type::int32;
-  init.dims = initial_dims;
-  init.name = "initial state";
-  init.data_file = std::move(file);
-  s.initial_state.push_back(init);
-  return s;
 }
 
 /// Plays an accumulator backend: OUTPUT_STATE = INPUT_STATE + add, same shape.
