@@ -10,7 +10,10 @@
 //
 // Prints human-readable lines; --json prints every figure as one JSON object on the last line.
 // --quick: fewer samples (the smoke test). See docs/response-cache.md, "Figures".
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/report.hpp"
 
 #include <servekit/cache.hpp>
 #include <servekit/runtime/model.hpp>
@@ -59,28 +62,19 @@ servekit::request make_request(std::int64_t n) {
 struct latency {
   double p50_us = 0;
   double p99_us = 0;
-  int wrong = 0;
+  std::uint64_t wrong = 0;
 };
 
 latency measure(identity_model& m, std::int64_t n, int samples) {
-  latency out;
-  std::vector<double> us;
-  us.reserve(static_cast<std::size_t>(samples));
-  for (int i = 0; i < samples + samples / 10; ++i) {
-    auto r = make_request(n);
-    const auto t0 = std::chrono::steady_clock::now();
-    const servekit::response res = m.infer(std::move(r)).get();
-    const auto t1 = std::chrono::steady_clock::now();
-    if (!res.ok() || res.outputs.size() != 1 || res.outputs[0].values<float>()[0] != 1.5F) {
-      ++out.wrong;
-    }
-    if (i >= samples / 10) { // the first tenth warms up (and fills the cache)
-      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    }
-  }
-  out.p50_us = bench_support::median(us);
-  out.p99_us = bench_support::percentile(us, 0.99);
-  return out;
+  // The first tenth warms up (and fills the cache); building a request is not timed.
+  const servekit_bench::timed_calls calls = servekit_bench::time_prepared_calls(
+      samples / 10, samples, [n](std::uint64_t) { return make_request(n); },
+      [&m](servekit::request&& r) {
+        const servekit::response res = m.infer(std::move(r)).get();
+        return res.ok() && res.outputs.size() == 1 && res.outputs[0].values<float>()[0] == 1.5F;
+      });
+  return {servekit_bench::median(calls.us), servekit_bench::percentile(calls.us, 0.99),
+          calls.wrong};
 }
 
 servekit::model_options options(bool cached) {
@@ -99,7 +93,7 @@ std::shared_ptr<servekit::response_cache> make_cache(std::size_t shards) {
 }
 
 /// Lookups per second over `threads` threads hitting 64 cached keys of 64 bytes.
-double lookups_per_second(std::size_t shards, int threads, double seconds, int& wrong) {
+double lookups_per_second(std::size_t shards, int threads, double seconds, std::uint64_t& wrong) {
   auto cache = make_cache(shards);
   std::vector<servekit::cache_key> keys;
   for (int k = 0; k < 64; ++k) {
@@ -134,7 +128,7 @@ double lookups_per_second(std::size_t shards, int threads, double seconds, int& 
   for (auto& w : workers) {
     w.join();
   }
-  wrong += bad.load();
+  wrong += static_cast<std::uint64_t>(bad.load());
   return static_cast<double>(total.load()) / seconds;
 }
 
@@ -143,30 +137,17 @@ double lookups_per_second(std::size_t shards, int threads, double seconds, int& 
 int main(int argc, char** argv) {
   bool json = false;
   bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a{argv[i]};
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--quick") {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: bench_cache [--quick] [--json]\n");
-      return 2;
-    }
-  }
+  servekit_bench::command_line{"bench_cache"}
+      .json(json)
+      .quick(quick, "fewer samples (the smoke test)")
+      .parse(argc, argv);
   const int samples = quick ? 2000 : 20000;
   const double seconds = quick ? 0.2 : 1.0;
-  int wrong = 0;
-  std::string figures;
-  auto figure = [&](const char* name, double value) {
-    std::printf("%-34s %12.3f\n", name, value);
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%s\"%s\": %.3f", figures.empty() ? "" : ", ", name, value);
-    figures += buf;
-  };
+  std::uint64_t wrong = 0;
+  servekit_bench::report figures{"{:.3f}"};
 
-  std::printf("bench_cache  cpu: %s  load: %.2f\n", bench_support::cpu_model().c_str(),
-              bench_support::load_average());
+  const servekit_bench::machine host;
+  std::printf("bench_cache  cpu: %s  load: %.2f\n", host.cpu.c_str(), host.load);
   for (const std::int64_t n : {std::int64_t{16}, std::int64_t{16384}}) {
     identity_model executed{options(false), {}, {}};
     identity_model cached{options(true), {}, {nullptr, make_cache(1)}};
@@ -174,22 +155,22 @@ int main(int argc, char** argv) {
     const latency h = measure(cached, n, samples);
     wrong += e.wrong + h.wrong;
     const std::string tag = n == 16 ? "64B" : "64KiB";
-    figure(("execute_" + tag + "_p50_us").c_str(), e.p50_us);
-    figure(("execute_" + tag + "_p99_us").c_str(), e.p99_us);
-    figure(("hit_" + tag + "_p50_us").c_str(), h.p50_us);
-    figure(("hit_" + tag + "_p99_us").c_str(), h.p99_us);
-    figure(("execute_over_hit_" + tag + "_p50").c_str(), h.p50_us > 0 ? e.p50_us / h.p50_us : 0);
+    figures.row("execute_" + tag + "_p50_us", e.p50_us);
+    figures.row("execute_" + tag + "_p99_us", e.p99_us);
+    figures.row("hit_" + tag + "_p50_us", h.p50_us);
+    figures.row("hit_" + tag + "_p99_us", h.p99_us);
+    figures.row("execute_over_hit_" + tag + "_p50", servekit_bench::ratio_of(e.p50_us, h.p50_us));
   }
   for (const std::size_t shards : {std::size_t{1}, std::size_t{8}}) {
     for (const int threads : {1, 2, 4}) {
-      const std::string name =
-          "lookups_per_s_shards" + std::to_string(shards) + "_threads" + std::to_string(threads);
-      figure(name.c_str(), lookups_per_second(shards, threads, seconds, wrong));
+      figures.row("lookups_per_s_shards" + std::to_string(shards) + "_threads" +
+                      std::to_string(threads),
+                  lookups_per_second(shards, threads, seconds, wrong));
     }
   }
-  figure("wrong_answers", wrong);
+  figures.row("wrong_answers", static_cast<double>(wrong));
   if (json) {
-    std::printf("{%s}\n", figures.c_str());
+    figures.print_json();
   }
   return wrong == 0 ? 0 : 1;
 }

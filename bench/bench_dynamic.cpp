@@ -15,25 +15,23 @@
 // See docs/benchmarks.md for what each figure means and for our results.
 #include "baseline/mutex_batcher.hpp"
 
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/model.hpp"
+#include "harness/report.hpp"
 
 #include <servekit/servekit.hpp>
 
 #include <fmt/format.h>
 
 #include <pthread.h>
-#include <sched.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +51,8 @@
 namespace {
 
 using namespace std::chrono_literals;
-using bench_clock = std::chrono::steady_clock;
+using servekit_bench::bench_clock;
+using servekit_bench::seed_of;
 
 constexpr std::int32_t max_batch = 32;
 constexpr std::size_t elements_per_request = 16;
@@ -106,13 +105,7 @@ struct sleeping_backend {
   explicit sleeping_backend(const servekit::instance_context&) {}
 
   void execute(servekit::batch& b) {
-#if defined(__linux__)
-    // A backend that models a kernel's duration by sleeping wants its sleeps exact: Linux
-    // rounds a thread's timed sleeps up by its timer slack (50 us by default). execute always
-    // runs on this instance's own thread, so setting it once here is enough.
-    thread_local const bool precise_sleeps = ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0;
-    static_cast<void>(precise_sleeps);
-#endif
+    servekit_bench::precise_sleeps();
     const auto start = bench_clock::now();
     const auto deadline = start + fixed + per_element * b.batch_size();
     std::this_thread::sleep_until(deadline);
@@ -140,82 +133,18 @@ constexpr double theoretical_rps = 32.0 / 1640e-6;
 
 /// A new request, as a server builds one per call: one FP32 [1,16] tensor named INPUT0.
 servekit::request make_request(float seed) {
-  std::array<float, elements_per_request> values{};
-  for (std::size_t k = 0; k < values.size(); ++k) {
-    values[k] = seed + static_cast<float>(k);
-  }
-  servekit::request r;
-  r.inputs.push_back(servekit::make_tensor("INPUT0", servekit::data_type::fp32,
-                                           {1, static_cast<std::int64_t>(elements_per_request)},
-                                           std::span<const float>{values}));
-  return r;
+  return servekit_bench::seeded_request<elements_per_request>("INPUT0", seed);
 }
 
-/// A submitting thread's window of requests in flight: a semaphore of credits, taken before each
-/// submit and given back by the response callback (what a client that bounds its requests in
-/// flight writes with C++20). libstdc++'s release() enters the kernel only when the count was 0,
-/// that is when the submitter may be asleep; a full window blocks the submitter in acquire().
-struct window {
-  explicit window(int depth) : credits{depth} {}
-  std::counting_semaphore<> credits;
-  alignas(64) std::atomic<std::uint64_t> completed{0}; // by the response callback
-  std::atomic<std::uint64_t> wrong{0};
-  alignas(64) std::atomic<std::uint64_t> rejected{0}; // written by the submitter
-};
-
 /// The response callback of the throughput runs: check the answer, give back the credit.
-servekit::response_sink make_sink(window& w, float seed) {
+servekit::response_sink make_sink(servekit_bench::window& w, float seed) {
   return [slots = &w, seed](servekit::response&& r) {
     const servekit::tensor* out = r.find_output("OUTPUT0");
-    const bool expected = r.ok() && (out == nullptr || out->values<float>()[0] == seed);
-    if (!expected) {
-      slots->wrong.fetch_add(1, std::memory_order_relaxed);
-    }
-    slots->completed.fetch_add(1, std::memory_order_relaxed);
-    slots->credits.release();
+    slots->answered(r.ok() && (out == nullptr || out->values<float>()[0] == seed));
   };
 }
 
-float seed_of(std::uint64_t n) { return static_cast<float>(n & 0xffffU); }
-
-// -- measurement helpers ------------------------------------------------------------------------
-
-double seconds_between(bench_clock::time_point a, bench_clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-/// CPU time and context switches of the whole process (every thread) so far.
-struct process_usage {
-  double cpu_s = 0;
-  double switches = 0; ///< voluntary (went to sleep) + involuntary (preempted)
-
-  static process_usage now() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    const auto tv = [](const timeval& t) {
-      return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
-    };
-    return {tv(u.ru_utime) + tv(u.ru_stime), static_cast<double>(u.ru_nvcsw + u.ru_nivcsw)};
-  }
-};
-
-/// The CPUs this process may run on (all of them if the query fails).
-std::vector<std::size_t> allowed_cpus() {
-  std::vector<std::size_t> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (std::size_t cpu = 0; cpu < std::size_t{CPU_SETSIZE}; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) {
-        cpus.push_back(cpu);
-      }
-    }
-  }
-  if (cpus.empty()) {
-    cpus.push_back(0);
-  }
-  return cpus;
-}
+// -- where the threads run -----------------------------------------------------------------------
 
 /// Where the measured threads run. `os`: wherever the kernel puts them (the default; on a
 /// small VM it usually keeps a waker and the thread it wakes on one CPU). `same`: every thread
@@ -230,14 +159,14 @@ struct cpu_plan {
   /// Call on the main thread before building a model: its threads inherit this.
   void before_instances() const {
     if (where == placement::split) {
-      bench_support::pin(pthread_self(), second);
+      servekit_bench::pin(pthread_self(), second);
     }
   }
   /// Call on the main thread after building it: submitters (the main thread, and the threads it
   /// starts) go here.
   void before_submitters() const {
     if (where == placement::split) {
-      bench_support::pin(pthread_self(), first);
+      servekit_bench::pin(pthread_self(), first);
     }
   }
 };
@@ -250,149 +179,40 @@ struct latency_result {
   std::uint64_t wrong = 0;
 };
 
-/// Waits for one response at a time. The submitter sleeps on a std::condition_variable (what a
-/// synchronous client of an asynchronous API writes), so the figure is comparable to pingpong.
-struct one_response {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;  // guarded by m
-  bool wrong = false; // guarded by m
-};
-
-/// `Submit(request&&, response_sink) -> status`. `flag` must outlive whatever runs the sinks.
+/// One request in flight at a time, through `Submit(request&&, response_sink) -> status`. The
+/// submitter sleeps on a std::condition_variable (what a synchronous client of an asynchronous
+/// API writes), so the figure is comparable to pingpong. `flag` must outlive whatever runs the
+/// sinks.
 template <class Submit>
-latency_result measure_latency(one_response& flag, int samples, Submit&& submit,
+latency_result measure_latency(servekit_bench::one_response& flag, int samples, Submit&& submit,
                                std::chrono::microseconds pause = {}) {
-  std::vector<double> us;
-  us.reserve(static_cast<std::size_t>(samples));
-  latency_result out;
-  const int warmup = samples / 10;
-  for (int i = 0; i < warmup + samples; ++i) {
-    const float seed = seed_of(static_cast<std::uint64_t>(i));
-    if (pause != std::chrono::microseconds{}) {
-      std::this_thread::sleep_for(pause); // long enough for an idle instance to go to sleep
-    }
-    const auto t0 = bench_clock::now();
-    {
-      const std::lock_guard lock{flag.m};
-      flag.done = false;
-    }
-    const servekit::status s =
-        submit(make_request(seed), [f = &flag, seed](servekit::response&& r) {
-          const servekit::tensor* o = r.find_output("OUTPUT0");
-          const bool expected = r.ok() && o != nullptr && o->values<float>()[0] == seed;
-          {
-            const std::lock_guard lock{f->m};
-            f->done = true;
-            f->wrong = !expected;
-          }
-          f->cv.notify_one();
-        });
-    if (!s.ok()) {
-      ++out.wrong;
-      continue;
-    }
-    bool wrong = false;
-    {
-      std::unique_lock lock{flag.m};
-      flag.cv.wait(lock, [&] { return flag.done; });
-      wrong = flag.wrong;
-    }
-    const auto t1 = bench_clock::now();
-    out.wrong += wrong ? 1U : 0U;
-    if (i >= warmup) {
-      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    }
-  }
-  out.p50_us = bench_support::percentile(us, 0.5);
-  out.p99_us = bench_support::percentile(us, 0.99);
-  return out;
+  const servekit_bench::timed_calls calls = servekit_bench::time_calls(
+      samples / 10, samples,
+      [&](std::uint64_t n) {
+        const float seed = seed_of(n);
+        return servekit_bench::answers(servekit_bench::call_with(submit, flag, make_request(seed)),
+                                       "OUTPUT0", seed);
+      },
+      pause);
+  return {servekit_bench::percentile(calls.us, 0.5), servekit_bench::percentile(calls.us, 0.99),
+          calls.wrong};
 }
 
 // -- throughput: submitters keeping a window in flight ------------------------------------------
 
-struct counters {
-  std::uint64_t inferences = 0;
-  std::uint64_t executions = 0;
-};
-
-struct throughput_result {
-  double rps = 0;
-  double mean_batch = 0;
-  double cpu_us_per_request = 0; ///< process CPU time (all threads) per completed request
-  double switches_per_batch = 0; ///< context switches (all threads) per execution
-  std::uint64_t wrong = 0;
-  std::uint64_t rejected = 0;
-};
-
 /// `clients` threads each keep `total_in_flight / clients` requests in flight through `submit`;
 /// after `warmup`, requests completed and `count()`'s batch counters are measured over `length`.
 template <class Submit, class Count>
-throughput_result
+servekit_bench::closed_loop_result
 measure_throughput(int clients, int total_in_flight, std::chrono::duration<double> warmup,
                    std::chrono::duration<double> length, Submit&& submit, Count&& count) {
-  const int depth = total_in_flight / clients;
-  std::vector<std::unique_ptr<window>> windows;
-  for (int c = 0; c < clients; ++c) {
-    windows.push_back(std::make_unique<window>(depth));
-  }
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      window& w = *windows[static_cast<std::size_t>(c)];
-      std::uint64_t n = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
-        w.credits.acquire();
-        const float seed = seed_of(n++);
-        if (!submit(make_request(seed), make_sink(w, seed)).ok()) {
-          w.credits.release();
-          w.rejected.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
-      for (int i = 0; i < depth; ++i) {
-        w.credits.acquire(); // every request answered
-      }
-    });
-  }
-  const auto completed = [&] {
-    std::uint64_t total = 0;
-    for (const auto& w : windows) {
-      total += w->completed.load(std::memory_order_relaxed);
-    }
-    return total;
-  };
-
-  std::this_thread::sleep_for(warmup);
-  const auto t0 = bench_clock::now();
-  const std::uint64_t done0 = completed();
-  const counters c0 = count();
-  const process_usage u0 = process_usage::now();
-  std::this_thread::sleep_for(length);
-  const auto t1 = bench_clock::now();
-  const std::uint64_t done1 = completed();
-  const counters c1 = count();
-  const process_usage u1 = process_usage::now();
-  stop.store(true, std::memory_order_relaxed);
-  for (auto& t : threads) {
-    t.join();
-  }
-
-  throughput_result out;
-  const double requests = static_cast<double>(done1 - done0);
-  out.rps = requests / seconds_between(t0, t1);
-  const auto executions = c1.executions - c0.executions;
-  out.mean_batch = executions == 0 ? 0.0
-                                   : static_cast<double>(c1.inferences - c0.inferences) /
-                                         static_cast<double>(executions);
-  out.cpu_us_per_request = requests == 0 ? 0.0 : (u1.cpu_s - u0.cpu_s) * 1e6 / requests;
-  out.switches_per_batch =
-      executions == 0 ? 0.0 : (u1.switches - u0.switches) / static_cast<double>(executions);
-  for (const auto& w : windows) {
-    out.wrong += w->wrong.load(std::memory_order_relaxed);
-    out.rejected += w->rejected.load(std::memory_order_relaxed);
-  }
-  return out;
+  return servekit_bench::closed_loop(
+      clients, total_in_flight, warmup, length,
+      [&submit](servekit_bench::window& w, std::uint64_t n) {
+        const float seed = seed_of(n);
+        return submit(make_request(seed), make_sink(w, seed));
+      },
+      count);
 }
 
 // -- the servekit models ------------------------------------------------------------------------
@@ -401,40 +221,13 @@ using identity_model = servekit::model<identity_backend, servekit::dynamic_batch
 using sleeping_model = servekit::model<sleeping_backend, servekit::dynamic_batcher<>>;
 
 servekit::model_options batching_options(std::string name) {
-  servekit::model_options options;
-  options.name = std::move(name);
-  options.max_batch_size = max_batch;
-  servekit::dynamic_batching_options batching;
-  batching.max_queue_delay_microseconds = 0;
-  options.dynamic_batching = batching;
-  return options;
-}
-
-template <class Model>
-auto model_submitter(Model& m) {
-  return [&m](servekit::request&& r, servekit::response_sink&& sink) {
-    return m.submit(std::move(r), std::move(sink));
-  };
-}
-
-template <class Model>
-auto model_counters(const Model& m) {
-  return [&m] {
-    const auto s = m.statistics();
-    return counters{s.inference_count, s.execution_count};
-  };
+  return servekit_bench::batching_options(std::move(name), max_batch);
 }
 
 using baseline_batcher = servekit_bench::mutex_batcher<identity_backend>;
 
-auto baseline_submitter(baseline_batcher& b) {
-  return [&b](servekit::request&& r, servekit::response_sink&& sink) {
-    return b.submit(std::move(r), std::move(sink));
-  };
-}
-
 auto baseline_counters(const baseline_batcher& b) {
-  return [&b] { return counters{b.inference_count(), b.execution_count()}; };
+  return [&b] { return servekit_bench::batch_counters{b.inference_count(), b.execution_count()}; };
 }
 
 // -- simulated capacity -------------------------------------------------------------------------
@@ -480,74 +273,31 @@ sim_result simulate(std::size_t requests) {
 
 // -- command line and report --------------------------------------------------------------------
 
+constexpr std::string_view placement_names[] = {"os", "same", "split"};
+
 struct settings {
   bool json = false;
   bool quick = false;
   double seconds = 5.0;
   placement where = placement::os;
-  std::set<std::string, std::less<>> only;
-
-  [[nodiscard]] bool runs(std::string_view section) const {
-    return only.empty() || only.find(section) != only.end();
-  }
+  servekit_bench::section_filter only;
 };
-
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "bench_dynamic: %s\nusage: bench_dynamic [--json] [--seconds N] [--quick] "
-               "[--placement os|same|split] "
-               "[--only pingpong,latency,throughput,throughput_2x256,baseline,sim,threaded]\n",
-               why);
-  std::exit(2);
-}
 
 settings parse(int argc, char** argv) {
   settings s;
-  bool seconds_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg{argv[i]};
-    if (arg == "--json") {
-      s.json = true;
-    } else if (arg == "--quick") {
-      s.quick = true;
-    } else if (arg == "--placement") {
-      if (i + 1 >= argc) {
-        usage("missing value");
-      }
-      const std::string_view value{argv[++i]};
-      if (value == "os") {
-        s.where = placement::os;
-      } else if (value == "same") {
-        s.where = placement::same;
-      } else if (value == "split") {
-        s.where = placement::split;
-      } else {
-        usage("--placement takes os, same or split");
-      }
-    } else if (arg == "--seconds" || arg == "--only") {
-      if (i + 1 >= argc) {
-        usage("missing value");
-      }
-      const std::string value{argv[++i]};
-      if (arg == "--seconds") {
-        char* end = nullptr;
-        s.seconds = std::strtod(value.c_str(), &end);
-        if (end == value.c_str() || *end != '\0' || s.seconds <= 0) {
-          usage("--seconds needs a positive number");
-        }
-        seconds_given = true;
-      } else {
-        bench_support::add_names(value, s.only);
-      }
-    } else if (arg == "--help" || arg == "-h") {
-      usage("help");
-    } else {
-      usage("unknown argument");
-    }
-  }
-  if (s.quick && !seconds_given) {
-    s.seconds = 1.0;
-  }
+  std::string where = "os";
+  servekit_bench::command_line{"bench_dynamic"}
+      .json(s.json)
+      .window_seconds(s.seconds)
+      .quick(s.quick, "1 s windows and fewer samples (CI smoke)")
+      .text("--placement", where, {"os", "same", "split"},
+            "where the measured threads run: os (default), same (one CPU) or split (instance "
+            "threads on one CPU, submitters on another)")
+      .only(s.only, "pingpong, latency, throughput, throughput_2x256, baseline, sim, threaded")
+      .parse(argc, argv);
+  s.where = static_cast<placement>(
+      std::find(std::begin(placement_names), std::end(placement_names), where) -
+      std::begin(placement_names));
   return s;
 }
 
@@ -562,75 +312,58 @@ int main(int argc, char** argv) {
   const std::chrono::duration<double> threaded_length{cfg.quick ? 1.0 : 3.0};
   const std::chrono::duration<double> threaded_warmup{cfg.quick ? 0.3 : 0.5};
 
-  // Figures in report order; absent ones (sections left out with --only) print as null.
-  std::map<std::string, double, std::less<>> figures;
-  std::vector<std::string> order;
-  const auto put = [&](const std::string& key, double v) {
-    if (figures.emplace(key, v).second) {
-      order.push_back(key);
-    }
-  };
-  const auto has = [&](std::string_view k) { return figures.find(k) != figures.end(); };
+  servekit_bench::report figures;
   std::uint64_t wrong = 0;
   const auto record_throughput = [&](const std::string& prefix, const std::string& suffix,
-                                     std::string_view label, const throughput_result& t) {
+                                     std::string_view label,
+                                     const servekit_bench::closed_loop_result& t) {
     wrong += t.wrong + t.rejected;
-    put(prefix + "throughput_rps" + suffix, t.rps);
-    put(prefix + "mean_batch" + suffix, t.mean_batch);
-    put(prefix + "cpu_us_per_request" + suffix, t.cpu_us_per_request);
-    put(prefix + "switches_per_batch" + suffix, t.switches_per_batch);
+    figures.put(prefix + "throughput_rps" + suffix, t.rps);
+    figures.put(prefix + "mean_batch" + suffix, t.mean_batch);
+    figures.put(prefix + "cpu_us_per_request" + suffix, t.cpu_us_per_request);
+    figures.put(prefix + "switches_per_batch" + suffix, t.switches_per_batch);
     fmt::print("{}: {:.0f} requests/s, mean batch {:.2f}, {:.2f} CPU us/request, {:.2f} context "
                "switches/batch\n",
                label, t.rps, t.mean_batch, t.cpu_us_per_request, t.switches_per_batch);
   };
 
-  const unsigned cpus = std::thread::hardware_concurrency();
-  const double load = bench_support::load_average();
-  const std::vector<std::size_t> allowed = allowed_cpus();
+  const servekit_bench::machine host;
+  const std::vector<std::size_t> allowed = servekit_bench::allowed_cpus();
   const cpu_plan plan{cfg.where, allowed.front(),
                       allowed.size() > 1 ? allowed[1] : allowed.front()};
-  constexpr std::string_view placement_names[] = {"os", "same", "split"};
   const std::string_view placement_name = placement_names[static_cast<std::size_t>(cfg.where)];
   fmt::print("bench_dynamic: {} CPUs ({}), load average {:.2f}, {:.1f} s windows{}, placement {}\n",
-             cpus, bench_support::cpu_model(), load, cfg.seconds, cfg.quick ? ", quick" : "",
+             host.nproc, host.cpu, host.load, cfg.seconds, cfg.quick ? ", quick" : "",
              placement_name);
 
-  if (cfg.runs("pingpong")) {
-    put("pingpong_us", bench_support::pingpong_us(pingpong_rounds, std::nullopt));
-    put("pingpong_pinned_us",
-        bench_support::pingpong_us(pingpong_rounds, std::pair{plan.first, plan.first}));
-    if (plan.second != plan.first) {
-      put("pingpong_cross_us",
-          bench_support::pingpong_us(pingpong_rounds, std::pair{plan.first, plan.second}));
-    }
-    fmt::print("pingpong (condition_variable, one way, median): {:.1f} us; pinned to one CPU "
-               "{:.1f} us; pinned to two CPUs {:.1f} us\n",
-               figures["pingpong_us"], figures["pingpong_pinned_us"],
-               has("pingpong_cross_us") ? figures["pingpong_cross_us"] : 0.0);
+  if (cfg.only.runs("pingpong")) {
+    servekit_bench::put_pingpong(figures, pingpong_rounds, plan.first,
+                                 plan.second != plan.first ? std::optional{plan.second}
+                                                           : std::nullopt);
   }
 
   // The pingpong figures above ignore --placement; everything below follows it.
   if (cfg.where == placement::same) {
-    bench_support::pin(pthread_self(), plan.first); // every thread started from now on inherits it
+    servekit_bench::pin(pthread_self(), plan.first); // every thread started from now on inherits it
   }
 
-  if (cfg.runs("latency")) {
-    one_response flag;
+  if (cfg.only.runs("latency")) {
+    servekit_bench::one_response flag;
     plan.before_instances();
     identity_model m{batching_options("identity_latency")};
     plan.before_submitters();
-    const latency_result l = measure_latency(flag, latency_samples, model_submitter(m));
+    const latency_result l = measure_latency(flag, latency_samples, servekit_bench::submitter(m));
     wrong += l.wrong;
-    put("latency_p50_us", l.p50_us);
-    put("latency_p99_us", l.p99_us);
+    figures.put("latency_p50_us", l.p50_us);
+    figures.put("latency_p99_us", l.p99_us);
     fmt::print("servekit latency, 1 in flight: p50 {:.1f} us, p99 {:.1f} us\n", l.p50_us, l.p99_us);
     // The same with 200 us between requests: each one finds the instance asleep (it watches
     // for work for 20 us only), so this is the cost of waking it.
     const latency_result cold =
-        measure_latency(flag, latency_samples / 10, model_submitter(m), 200us);
+        measure_latency(flag, latency_samples / 10, servekit_bench::submitter(m), 200us);
     wrong += cold.wrong;
-    put("latency_cold_p50_us", cold.p50_us);
-    put("latency_cold_p99_us", cold.p99_us);
+    figures.put("latency_cold_p50_us", cold.p50_us);
+    figures.put("latency_cold_p99_us", cold.p99_us);
     fmt::print("servekit latency, 1 in flight, instance asleep: p50 {:.1f} us, p99 {:.1f} us\n",
                cold.p50_us, cold.p99_us);
   }
@@ -641,28 +374,29 @@ int main(int argc, char** argv) {
     plan.before_instances();
     identity_model m{batching_options(model_name)};
     plan.before_submitters();
-    const throughput_result t = measure_throughput(clients, in_flight, warmup, length,
-                                                   model_submitter(m), model_counters(m));
+    const servekit_bench::closed_loop_result t =
+        measure_throughput(clients, in_flight, warmup, length, servekit_bench::submitter(m),
+                           servekit_bench::statistics_counters(m));
     record_throughput("", suffix, label, t);
   };
-  if (cfg.runs("throughput")) {
+  if (cfg.only.runs("throughput")) {
     servekit_throughput("identity", 1, 64, "", "servekit throughput, 1 x 64 in flight");
   }
-  if (cfg.runs("throughput_2x256")) {
+  if (cfg.only.runs("throughput_2x256")) {
     servekit_throughput("identity_2x256", 2, 256, "_2x256",
                         "servekit throughput, 2 x 128 in flight");
   }
 
-  if (cfg.runs("baseline")) {
+  if (cfg.only.runs("baseline")) {
     {
-      one_response flag;
+      servekit_bench::one_response flag;
       plan.before_instances();
       baseline_batcher b{static_cast<std::size_t>(max_batch)};
       plan.before_submitters();
-      const latency_result l = measure_latency(flag, latency_samples, baseline_submitter(b));
+      const latency_result l = measure_latency(flag, latency_samples, servekit_bench::submitter(b));
       wrong += l.wrong;
-      put("baseline_latency_p50_us", l.p50_us);
-      put("baseline_latency_p99_us", l.p99_us);
+      figures.put("baseline_latency_p50_us", l.p50_us);
+      figures.put("baseline_latency_p99_us", l.p99_us);
       fmt::print("baseline latency, 1 in flight: p50 {:.1f} us, p99 {:.1f} us\n", l.p50_us,
                  l.p99_us);
     }
@@ -670,23 +404,23 @@ int main(int argc, char** argv) {
       plan.before_instances();
       baseline_batcher b{static_cast<std::size_t>(max_batch)};
       plan.before_submitters();
-      const throughput_result t =
-          measure_throughput(1, 64, warmup, length, baseline_submitter(b), baseline_counters(b));
+      const servekit_bench::closed_loop_result t = measure_throughput(
+          1, 64, warmup, length, servekit_bench::submitter(b), baseline_counters(b));
       record_throughput("baseline_", "", "baseline throughput, 1 x 64 in flight", t);
     }
   }
 
-  if (cfg.runs("sim")) {
+  if (cfg.only.runs("sim")) {
     const sim_result s = simulate(cfg.quick ? 50'000 : 200'000);
-    put("sim_efficiency", s.efficiency);
-    put("sim_mean_batch", s.mean_batch);
-    put("sim_wall_ms", s.wall_ms);
+    figures.put("sim_efficiency", s.efficiency);
+    figures.put("sim_mean_batch", s.mean_batch);
+    figures.put("sim_wall_ms", s.wall_ms);
     fmt::print("simulated 1000+20*b us, arrivals every 10 us: efficiency {:.4f}, mean batch "
                "{:.2f} ({:.0f} ms to simulate)\n",
                s.efficiency, s.mean_batch, s.wall_ms);
   }
 
-  if (cfg.runs("threaded")) {
+  if (cfg.only.runs("threaded")) {
     plan.before_instances();
     sleeping_model m{batching_options("sleeping")};
     plan.before_submitters();
@@ -694,14 +428,14 @@ int main(int argc, char** argv) {
       std::int64_t executions, overshoot_ns, busy_ns, gaps, gap_ns;
     };
     std::vector<probe_reading> readings; // at the start and at the end of the window
-    const auto count = [&, stats = model_counters(m)] {
+    const auto count = [&, stats = servekit_bench::statistics_counters(m)] {
       const sleep_probe& p = the_sleep_probe;
       readings.push_back({p.executions.load(), p.overshoot_ns.load(), p.busy_ns.load(),
                           p.gaps.load(), p.gap_ns.load()});
       return stats();
     };
-    const throughput_result t =
-        measure_throughput(1, 256, threaded_warmup, threaded_length, model_submitter(m), count);
+    const servekit_bench::closed_loop_result t = measure_throughput(
+        1, 256, threaded_warmup, threaded_length, servekit_bench::submitter(m), count);
     wrong += t.wrong + t.rejected;
     const probe_reading& a = readings.front();
     const probe_reading& z = readings.back();
@@ -711,16 +445,16 @@ int main(int argc, char** argv) {
     const double overshoot_us =
         mean_us(z.overshoot_ns - a.overshoot_ns, z.executions - a.executions);
     const double gap_us = mean_us(z.gap_ns - a.gap_ns, z.gaps - a.gaps);
-    put("threaded_efficiency", t.rps / theoretical_rps);
-    put("threaded_mean_batch", t.mean_batch);
-    put("threaded_sleep_overshoot_us", overshoot_us);
-    put("threaded_gap_us", gap_us);
+    figures.put("threaded_efficiency", t.rps / theoretical_rps);
+    figures.put("threaded_mean_batch", t.mean_batch);
+    figures.put("threaded_sleep_overshoot_us", overshoot_us);
+    figures.put("threaded_gap_us", gap_us);
     // The share of the window the instance spent inside execute: what the shell controls. The
     // rest of the shortfall is sleep_until waking late (the OS timer, not servekit).
     const auto busy = static_cast<double>(z.busy_ns - a.busy_ns);
     const auto idle = static_cast<double>(z.gap_ns - a.gap_ns);
     const double busy_fraction = busy + idle == 0 ? 0.0 : busy / (busy + idle);
-    put("threaded_busy_fraction", busy_fraction);
+    figures.put("threaded_busy_fraction", busy_fraction);
     fmt::print("threaded 1000+20*b us (sleep_until), 256 in flight: {:.0f} requests/s of {:.0f}, "
                "efficiency {:.4f}, mean batch {:.2f}\n"
                "  per execution: sleep_until wakes {:.1f} us late; {:.1f} us from one execute's "
@@ -729,74 +463,40 @@ int main(int argc, char** argv) {
                busy_fraction * 100.0);
   }
 
-  if (has("throughput_rps") && has("baseline_throughput_rps")) {
-    put("throughput_ratio", figures["throughput_rps"] / figures["baseline_throughput_rps"]);
-  }
-  if (has("latency_p50_us") && has("pingpong_us")) {
-    put("ratio_latency_to_pingpong", figures["latency_p50_us"] / figures["pingpong_us"]);
+  figures.ratio("throughput_ratio", "throughput_rps", "baseline_throughput_rps");
+  if (figures.ratio("ratio_latency_to_pingpong", "latency_p50_us", "pingpong_us")) {
     // Under `os` placement the kernel may put the pingpong pair on one CPU and the latency pair
     // on two (or the reverse), and a cross-CPU wake-up on a VM costs several times a same-CPU
     // one. With --placement same or split, compare like with like.
     const char* matched = cfg.where == placement::same    ? "pingpong_pinned_us"
                           : cfg.where == placement::split ? "pingpong_cross_us"
                                                           : "pingpong_us";
-    if (has(matched)) {
-      put("ratio_latency_to_pingpong_matched", figures["latency_p50_us"] / figures[matched]);
-    }
+    figures.ratio("ratio_latency_to_pingpong_matched", "latency_p50_us", matched);
   }
 
-  // Goals.
-  int missed = 0;
-  const auto goal = [&](std::string_view what, std::optional<bool> met) {
-    if (!met) {
-      return;
-    }
-    missed += *met ? 0 : 1;
-    fmt::print("  [{}] {}\n", *met ? "met " : "MISS", what);
-  };
-  const auto when = [&](std::initializer_list<std::string_view> keys,
-                        auto test) -> std::optional<bool> {
-    for (const auto k : keys) {
-      if (!has(k)) {
-        return std::nullopt;
-      }
-    }
-    return test();
-  };
-  fmt::print("goals:\n");
-  goal(fmt::format("latency_p50_us <= 3 x pingpong_us (ratio {:.2f})",
-                   has("ratio_latency_to_pingpong") ? figures["ratio_latency_to_pingpong"] : 0.0),
-       when({"ratio_latency_to_pingpong"},
-            [&] { return figures["ratio_latency_to_pingpong"] <= 3.0; }));
+  servekit_bench::goals goals;
+  goals.check(fmt::format("latency_p50_us <= 3 x pingpong_us (ratio {:.2f})",
+                          figures.get("ratio_latency_to_pingpong")),
+              figures.at_most("ratio_latency_to_pingpong", 3.0));
   if (cfg.where != placement::os) {
-    goal(fmt::format("latency_p50_us <= 3 x the pingpong of the same placement (ratio {:.2f})",
-                     has("ratio_latency_to_pingpong_matched")
-                         ? figures["ratio_latency_to_pingpong_matched"]
-                         : 0.0),
-         when({"ratio_latency_to_pingpong_matched"},
-              [&] { return figures["ratio_latency_to_pingpong_matched"] <= 3.0; }));
+    goals.check(
+        fmt::format("latency_p50_us <= 3 x the pingpong of the same placement (ratio {:.2f})",
+                    figures.get("ratio_latency_to_pingpong_matched")),
+        figures.at_most("ratio_latency_to_pingpong_matched", 3.0));
   }
-  goal("throughput_rps >= 1,000,000",
-       when({"throughput_rps"}, [&] { return figures["throughput_rps"] >= 1e6; }));
-  goal(fmt::format("throughput_rps >= 2 x baseline (ratio {:.2f})",
-                   has("throughput_ratio") ? figures["throughput_ratio"] : 0.0),
-       when({"throughput_ratio"}, [&] { return figures["throughput_ratio"] >= 2.0; }));
-  goal("sim_efficiency >= 0.99",
-       when({"sim_efficiency"}, [&] { return figures["sim_efficiency"] >= 0.99; }));
-  goal("threaded_efficiency >= 0.95",
-       when({"threaded_efficiency"}, [&] { return figures["threaded_efficiency"] >= 0.95; }));
-  fmt::print("{} goal(s) missed; {} wrong or rejected responses\n", missed, wrong);
+  goals.check("throughput_rps >= 1,000,000", figures.at_least("throughput_rps", 1e6));
+  goals.check(
+      fmt::format("throughput_rps >= 2 x baseline (ratio {:.2f})", figures.get("throughput_ratio")),
+      figures.at_least("throughput_ratio", 2.0));
+  goals.check("sim_efficiency >= 0.99", figures.at_least("sim_efficiency", 0.99));
+  goals.check("threaded_efficiency >= 0.95", figures.at_least("threaded_efficiency", 0.95));
+  fmt::print("{} goal(s) missed; {} wrong or rejected responses\n", goals.missed(), wrong);
 
   if (cfg.json) {
-    std::string json = "{";
-    for (const auto& k : order) {
-      json += fmt::format("\"{}\": {:.6g}, ", k, figures[k]);
-    }
-    json +=
-        fmt::format("\"seconds\": {:.6g}, \"quick\": {}, \"placement\": \"{}\", \"nproc\": {}, "
-                    "\"load_average\": {:.2f}, \"wrong\": {}}}",
-                    cfg.seconds, cfg.quick ? "true" : "false", placement_name, cpus, load, wrong);
-    fmt::print("{}\n", json);
+    figures.number("seconds", cfg.seconds);
+    figures.string("placement", placement_name);
+    figures.put_run(cfg.quick, host, wrong);
+    figures.print_json();
   }
   return wrong == 0 ? 0 : 1;
 }

@@ -27,18 +27,15 @@
 //             model itself, for comparison (batched_model_*).
 //
 // See docs/benchmarks.md for what each figure means and for our results.
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/model.hpp"
+#include "harness/report.hpp"
 
 #include <servekit/servekit.hpp>
 
 #include <fmt/format.h>
-
-#include <pthread.h>
-#include <sched.h>
-
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 #include <algorithm>
 #include <array>
@@ -65,10 +62,13 @@
 namespace {
 
 using namespace std::chrono_literals;
-using bench_clock = std::chrono::steady_clock;
 using servekit::in;
 using servekit::out;
 using servekit::step;
+using servekit_bench::answers;
+using servekit_bench::call;
+using servekit_bench::one_response;
+using servekit_bench::seed_of;
 
 constexpr std::size_t elements_per_request = 4;
 constexpr std::int32_t batched_max_batch = 8;
@@ -93,16 +93,6 @@ void copy_through(servekit::batch& b) {
   }
 }
 
-/// A backend that models a kernel's duration by sleeping wants its sleeps exact: Linux rounds a
-/// thread's timed sleeps up by its timer slack (50 us by default). execute always runs on the
-/// instance's own thread, so setting it once per thread is enough.
-void precise_sleeps() {
-#if defined(__linux__)
-  thread_local const bool set = ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0;
-  static_cast<void>(set);
-#endif
-}
-
 /// Does nothing but copy its tiny input to its output.
 struct null_backend {
   static constexpr std::int32_t max_batch_size = batched_max_batch;
@@ -124,7 +114,7 @@ struct sleeping_backend {
   explicit sleeping_backend(const servekit::instance_context&) {}
 
   void execute(servekit::batch& b) {
-    precise_sleeps();
+    servekit_bench::precise_sleeps();
     std::this_thread::sleep_for(std::chrono::microseconds{LatencyUs});
     copy_through(b);
   }
@@ -157,81 +147,14 @@ using batch_ensemble =
                        step<batch_model, in<"INPUT0", "IN">, out<"OUTPUT0", "OUT">>>;
 
 servekit::model_options batching_options(std::string name) {
-  servekit::model_options options;
-  options.name = std::move(name);
-  options.max_batch_size = batched_max_batch;
-  servekit::dynamic_batching_options batching;
-  batching.max_queue_delay_microseconds = 0;
-  options.dynamic_batching = batching;
-  return options;
+  return servekit_bench::batching_options(std::move(name), batched_max_batch);
 }
 
 // -- requests and waiting for one response ------------------------------------------------------
 
-float seed_of(std::uint64_t n) { return static_cast<float>(n & 0xffffU); }
-
 /// One FP32 [1, 4] tensor named `name`, filled with seed, seed + 1, ...
 servekit::request make_request(const char* name, float seed) {
-  std::array<float, elements_per_request> values{};
-  for (std::size_t k = 0; k < values.size(); ++k) {
-    values[k] = seed + static_cast<float>(k);
-  }
-  servekit::request r;
-  r.inputs.push_back(servekit::make_tensor(name, servekit::data_type::fp32,
-                                           {1, static_cast<std::int64_t>(elements_per_request)},
-                                           std::span<const float>{values}));
-  return r;
-}
-
-/// Whether `r` succeeded and carries `output` starting with `seed`.
-bool answers(const servekit::response& r, std::string_view output, float seed) {
-  const servekit::tensor* o = r.find_output(output);
-  return r.ok() && o != nullptr && o->values<float>()[0] == seed;
-}
-
-/// The client's side of a synchronous call to an asynchronous API: it sleeps on a
-/// std::condition_variable until the sink hands it the response (so the figures compare with
-/// pingpong).
-struct one_response {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false; // guarded by m
-  servekit::response value;
-
-  /// Before each submit.
-  void arm() {
-    const std::lock_guard lock{m};
-    done = false;
-  }
-
-  servekit::response_sink sink() {
-    return [self = this](servekit::response&& r) {
-      {
-        const std::lock_guard lock{self->m};
-        self->value = std::move(r);
-        self->done = true;
-      }
-      self->cv.notify_one();
-    };
-  }
-
-  /// Waits for the response; a refused submit (`accepted` failed) is the answer itself.
-  servekit::response wait(const servekit::status& accepted) {
-    if (!accepted.ok()) {
-      return servekit::response::failure(servekit::status{accepted});
-    }
-    std::unique_lock lock{m};
-    cv.wait(lock, [&] { return done; });
-    return std::move(value);
-  }
-};
-
-/// Submits `r` to `target` and waits for its response.
-template <class Target>
-servekit::response call(Target& target, one_response& flag, servekit::request&& r) {
-  flag.arm();
-  const servekit::status accepted = target.submit(std::move(r), flag.sink());
-  return flag.wait(accepted);
+  return servekit_bench::seeded_request<elements_per_request>(name, seed);
 }
 
 /// The response's OUTPUT0, renamed INPUT0, as the next model's request (what a client that
@@ -246,26 +169,6 @@ servekit::request forward(servekit::response&& r) {
     }
   }
   return next;
-}
-
-double us_between(bench_clock::time_point a, bench_clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
-}
-
-// -- pingpong (bench_support::pingpong_us): the floor for waking a sleeping thread ---------------
-
-/// The first CPU this process may run on.
-std::size_t first_allowed_cpu() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (std::size_t cpu = 0; cpu < std::size_t{CPU_SETSIZE}; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) {
-        return cpu;
-      }
-    }
-  }
-  return 0;
 }
 
 // -- interleaved closed-loop latency ------------------------------------------------------------
@@ -285,9 +188,6 @@ interleaved measure_interleaved(int samples, int block, int warmup, Ways&&... wa
   constexpr std::size_t n = sizeof...(Ways);
   interleaved out;
   out.us.resize(n);
-  for (auto& v : out.us) {
-    v.reserve(static_cast<std::size_t>(samples));
-  }
   std::uint64_t seed = 0;
   const auto run_block = [&](std::size_t which, int count, bool record) {
     std::size_t k = 0;
@@ -295,16 +195,11 @@ interleaved measure_interleaved(int samples, int block, int warmup, Ways&&... wa
       if (k++ != which) {
         return;
       }
-      for (int i = 0; i < count; ++i) {
-        const float s = seed_of(seed++);
-        const auto t0 = bench_clock::now();
-        const bool ok = way(s);
-        const auto t1 = bench_clock::now();
-        out.wrong += ok ? 0U : 1U;
-        if (record) {
-          out.us[which].push_back(us_between(t0, t1));
-        }
-      }
+      const servekit_bench::timed_calls calls =
+          servekit_bench::time_calls(record ? 0 : count, record ? count : 0,
+                                     [&](std::uint64_t) { return way(seed_of(seed++)); });
+      out.wrong += calls.wrong;
+      out.us[which].insert(out.us[which].end(), calls.us.begin(), calls.us.end());
     };
     (one(ways), ...);
   };
@@ -391,12 +286,12 @@ overhead_result measure_overhead(int samples) {
   const interleaved m = measure_interleaved(samples, 50, samples / 10, ensemble_way, by_hand_way,
                                             callbacks_way, single_way);
   overhead_result out;
-  out.ensemble_p50_us = bench_support::median(m.us[0]);
-  out.ensemble_p99_us = bench_support::percentile(m.us[0], 0.99);
-  out.by_hand_p50_us = bench_support::median(m.us[1]);
-  out.by_hand_p99_us = bench_support::percentile(m.us[1], 0.99);
-  out.callbacks_p50_us = bench_support::median(m.us[2]);
-  out.single_p50_us = bench_support::median(m.us[3]);
+  out.ensemble_p50_us = servekit_bench::median(m.us[0]);
+  out.ensemble_p99_us = servekit_bench::percentile(m.us[0], 0.99);
+  out.by_hand_p50_us = servekit_bench::median(m.us[1]);
+  out.by_hand_p99_us = servekit_bench::percentile(m.us[1], 0.99);
+  out.callbacks_p50_us = servekit_bench::median(m.us[2]);
+  out.single_p50_us = servekit_bench::median(m.us[3]);
   out.wrong = m.wrong;
   out.stats = chain.statistics();
   return out;
@@ -427,7 +322,7 @@ parallel_result measure_parallel(int samples) {
   };
   const interleaved m =
       measure_interleaved(samples, 20, samples / 10, sequential_way, ensemble_way);
-  return {bench_support::median(m.us[0]), bench_support::median(m.us[1]), m.wrong};
+  return {servekit_bench::median(m.us[0]), servekit_bench::median(m.us[1]), m.wrong};
 }
 
 // -- batched: 64 in flight through a batching step ----------------------------------------------
@@ -438,16 +333,6 @@ struct batched_result {
   std::uint64_t wrong = 0;
 };
 
-/// A client's window of requests in flight: credits taken before each submit and given back by
-/// the response callback.
-struct window {
-  explicit window(int depth, std::string_view expected) : credits{depth}, output{expected} {}
-  std::counting_semaphore<> credits;
-  std::string_view output; ///< the output that carries the seed
-  std::atomic<std::uint64_t> completed{0};
-  std::atomic<std::uint64_t> wrong{0};
-};
-
 /// One client thread keeps `depth` requests in flight through `e` (the ensemble, or the model
 /// itself). Batch sizes are `m`'s, counted over the window.
 template <class Target>
@@ -455,53 +340,17 @@ batched_result measure_batched(Target& e, const batch_model& m, const char* inpu
                                std::string_view output, int depth,
                                std::chrono::duration<double> warmup,
                                std::chrono::duration<double> length) {
-  window w{depth, output};
-  std::counting_semaphore<>& credits = w.credits;
-  std::atomic<std::uint64_t>& completed = w.completed;
-  std::atomic<std::uint64_t>& wrong = w.wrong;
-  std::atomic<bool> stop{false};
-  std::thread client{[&] {
-    std::uint64_t n = 0;
-    while (!stop.load(std::memory_order_relaxed)) {
-      credits.acquire();
-      const float seed = seed_of(n++);
-      const servekit::status s =
-          e.submit(make_request(input, seed), [slots = &w, seed](servekit::response&& r) {
-            if (!answers(r, slots->output, seed)) {
-              slots->wrong.fetch_add(1, std::memory_order_relaxed);
-            }
-            slots->completed.fetch_add(1, std::memory_order_relaxed);
-            slots->credits.release();
-          });
-      if (!s.ok()) {
-        wrong.fetch_add(1, std::memory_order_relaxed);
-        credits.release();
-      }
-    }
-    for (int i = 0; i < depth; ++i) {
-      credits.acquire(); // every request answered
-    }
-  }};
-
-  std::this_thread::sleep_for(warmup);
-  const auto t0 = bench_clock::now();
-  const std::uint64_t done0 = completed.load();
-  const servekit::statistics_snapshot s0 = m.statistics();
-  std::this_thread::sleep_for(length);
-  const auto t1 = bench_clock::now();
-  const std::uint64_t done1 = completed.load();
-  const servekit::statistics_snapshot s1 = m.statistics();
-  stop.store(true, std::memory_order_relaxed);
-  client.join();
-
-  batched_result out;
-  const auto executions = s1.execution_count - s0.execution_count;
-  out.mean_batch = executions == 0 ? 0.0
-                                   : static_cast<double>(s1.inference_count - s0.inference_count) /
-                                         static_cast<double>(executions);
-  out.rps = static_cast<double>(done1 - done0) / std::chrono::duration<double>(t1 - t0).count();
-  out.wrong = wrong.load();
-  return out;
+  const servekit_bench::closed_loop_result r = servekit_bench::closed_loop(
+      1, depth, warmup, length,
+      [&](servekit_bench::window& w, std::uint64_t n) {
+        const float seed = seed_of(n);
+        return e.submit(make_request(input, seed),
+                        [slots = &w, output, seed](servekit::response&& a) {
+                          slots->answered(answers(a, output, seed));
+                        });
+      },
+      servekit_bench::statistics_counters(m));
+  return {r.mean_batch, r.rps, r.wrong + r.rejected};
 }
 
 // -- command line and report --------------------------------------------------------------------
@@ -509,55 +358,17 @@ batched_result measure_batched(Target& e, const batch_model& m, const char* inpu
 struct settings {
   bool json = false;
   bool quick = false;
-  std::set<std::string, std::less<>> only;
-
-  [[nodiscard]] bool runs(std::string_view section) const {
-    return only.empty() || only.find(section) != only.end();
-  }
+  servekit_bench::section_filter only;
 };
-
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "bench_ensemble: %s\nusage: bench_ensemble [--json] [--quick] "
-               "[--only pingpong,overhead,parallel,batched]\n",
-               why);
-  std::exit(2);
-}
 
 settings parse(int argc, char** argv) {
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg{argv[i]};
-    if (arg == "--json") {
-      s.json = true;
-    } else if (arg == "--quick") {
-      s.quick = true;
-    } else if (arg == "--only") {
-      if (i + 1 >= argc) {
-        usage("missing value");
-      }
-      bench_support::add_names(std::string{argv[++i]}, s.only);
-    } else if (arg == "--help" || arg == "-h") {
-      usage("help");
-    } else {
-      usage("unknown argument");
-    }
-  }
+  servekit_bench::command_line{"bench_ensemble"}
+      .json(s.json)
+      .quick(s.quick, "fewer samples and a shorter window (CI smoke)")
+      .only(s.only, "pingpong, overhead, parallel, batched")
+      .parse(argc, argv);
   return s;
-}
-
-/// `s` as a JSON string literal.
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-    }
-    if (static_cast<unsigned char>(c) >= 0x20) {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 } // namespace
@@ -570,52 +381,37 @@ int main(int argc, char** argv) {
   const std::chrono::duration<double> batched_warmup{cfg.quick ? 0.3 : 0.5};
   const std::chrono::duration<double> batched_length{cfg.quick ? 1.0 : 5.0};
 
-  // Figures in report order.
-  std::map<std::string, double, std::less<>> figures;
-  std::vector<std::string> order;
-  const auto put = [&](const std::string& key, double v) {
-    if (figures.emplace(key, v).second) {
-      order.push_back(key);
-    }
-  };
-  const auto has = [&](std::string_view k) { return figures.find(k) != figures.end(); };
+  servekit_bench::report figures;
   std::uint64_t wrong = 0;
 
-  const unsigned cpus = std::thread::hardware_concurrency();
-  const double load = bench_support::load_average();
-  const std::string cpu = bench_support::cpu_model();
-  fmt::print("bench_ensemble: {} CPUs ({}), load average {:.2f}{}\n", cpus, cpu, load,
-             cfg.quick ? ", quick" : "");
+  const servekit_bench::machine host;
+  fmt::print("bench_ensemble: {} CPUs ({}), load average {:.2f}{}\n", host.nproc, host.cpu,
+             host.load, cfg.quick ? ", quick" : "");
 
-  if (cfg.runs("pingpong")) {
-    put("pingpong_us", bench_support::pingpong_us(pingpong_rounds, std::nullopt));
-    put("pingpong_pinned_us",
-        bench_support::pingpong_us(pingpong_rounds,
-                                   std::pair{first_allowed_cpu(), first_allowed_cpu()}));
-    fmt::print("pingpong (condition_variable, one way, median): {:.1f} us; pinned to one CPU "
-               "{:.1f} us\n",
-               figures["pingpong_us"], figures["pingpong_pinned_us"]);
+  if (cfg.only.runs("pingpong")) {
+    servekit_bench::put_pingpong(figures, pingpong_rounds, servekit_bench::allowed_cpus().front());
   }
 
-  if (cfg.runs("overhead")) {
+  if (cfg.only.runs("overhead")) {
     const overhead_result r = measure_overhead(overhead_samples);
     wrong += r.wrong;
-    put("ensemble_p50_us", r.ensemble_p50_us);
-    put("ensemble_p99_us", r.ensemble_p99_us);
-    put("by_hand_p50_us", r.by_hand_p50_us);
-    put("by_hand_p99_us", r.by_hand_p99_us);
-    put("callback_chain_p50_us", r.callbacks_p50_us);
-    put("single_model_p50_us", r.single_p50_us);
-    put("step_overhead_us", (r.ensemble_p50_us - r.by_hand_p50_us) / chain_steps);
-    put("step_overhead_vs_callbacks_us", (r.ensemble_p50_us - r.callbacks_p50_us) / chain_steps);
+    figures.put("ensemble_p50_us", r.ensemble_p50_us);
+    figures.put("ensemble_p99_us", r.ensemble_p99_us);
+    figures.put("by_hand_p50_us", r.by_hand_p50_us);
+    figures.put("by_hand_p99_us", r.by_hand_p99_us);
+    figures.put("callback_chain_p50_us", r.callbacks_p50_us);
+    figures.put("single_model_p50_us", r.single_p50_us);
+    figures.put("step_overhead_us", (r.ensemble_p50_us - r.by_hand_p50_us) / chain_steps);
+    figures.put("step_overhead_vs_callbacks_us",
+                (r.ensemble_p50_us - r.callbacks_p50_us) / chain_steps);
     fmt::print("4-step chain of null models, 1 in flight: ensemble p50 {:.1f} us (p99 {:.1f}), "
                "by hand p50 {:.1f} us (p99 {:.1f}), by hand through response callbacks p50 "
                "{:.1f} us; one model alone p50 {:.1f} us\n"
                "  step overhead (ensemble - by hand) / 4: {:.2f} us; (ensemble - callbacks) / 4: "
                "{:.2f} us\n",
                r.ensemble_p50_us, r.ensemble_p99_us, r.by_hand_p50_us, r.by_hand_p99_us,
-               r.callbacks_p50_us, r.single_p50_us, figures["step_overhead_us"],
-               figures["step_overhead_vs_callbacks_us"]);
+               r.callbacks_p50_us, r.single_p50_us, figures.get("step_overhead_us"),
+               figures.get("step_overhead_vs_callbacks_us"));
     // Where an ensemble request's time went, from the ensemble's own statistics (means over
     // every request, warm-up included).
     const auto mean_us = [](const servekit::duration_stat& d) {
@@ -629,18 +425,19 @@ int main(int argc, char** argv) {
     fmt::print("\n");
   }
 
-  if (cfg.runs("parallel")) {
+  if (cfg.only.runs("parallel")) {
     const parallel_result r = measure_parallel(parallel_samples);
     wrong += r.wrong;
-    put("parallel_sequential_p50_us", r.sequential_p50_us);
-    put("parallel_ensemble_p50_us", r.ensemble_p50_us);
-    put("parallel_speedup", r.ensemble_p50_us == 0 ? 0.0 : r.sequential_p50_us / r.ensemble_p50_us);
+    figures.put("parallel_sequential_p50_us", r.sequential_p50_us);
+    figures.put("parallel_ensemble_p50_us", r.ensemble_p50_us);
+    figures.put("parallel_speedup",
+                servekit_bench::ratio_of(r.sequential_p50_us, r.ensemble_p50_us));
     fmt::print("two 1 ms branches, 1 in flight: one after the other by hand p50 {:.1f} us, "
                "ensemble p50 {:.1f} us: speedup {:.3f}\n",
-               r.sequential_p50_us, r.ensemble_p50_us, figures["parallel_speedup"]);
+               r.sequential_p50_us, r.ensemble_p50_us, figures.get("parallel_speedup"));
   }
 
-  if (cfg.runs("batched")) {
+  if (cfg.only.runs("batched")) {
     batch_model m{batching_options("batched")};
     batch_ensemble e{{.name = "batched_pipeline"}, m};
     const batched_result r = measure_batched(e, m, "IN", "OUT", 64, batched_warmup, batched_length);
@@ -648,12 +445,12 @@ int main(int argc, char** argv) {
     const batched_result d =
         measure_batched(m, m, "INPUT0", "OUTPUT0", 64, batched_warmup, batched_length);
     wrong += d.wrong;
-    put("batched_model_mean_batch", d.mean_batch);
-    put("batched_model_rps", d.rps);
+    figures.put("batched_model_mean_batch", d.mean_batch);
+    figures.put("batched_model_rps", d.rps);
     wrong += r.wrong;
-    put("batched_mean_batch", r.mean_batch);
-    put("batched_fraction", r.mean_batch / batched_max_batch);
-    put("batched_rps", r.rps);
+    figures.put("batched_mean_batch", r.mean_batch);
+    figures.put("batched_fraction", r.mean_batch / batched_max_batch);
+    figures.put("batched_rps", r.rps);
     fmt::print("64 in flight through a one-step ensemble (max batch {}, {} us per batch): mean "
                "batch {:.2f}, batched fraction {:.3f}, {:.0f} requests/s (at most {:.0f})\n",
                batched_max_batch, batch_latency.count(), r.mean_batch,
@@ -664,55 +461,33 @@ int main(int argc, char** argv) {
   }
 
   // Goals: a boolean each in the JSON; missing one does not fail the run.
-  if (has("pingpong_us")) {
-    put("step_overhead_goal_us", 2.0 * figures["pingpong_us"]);
+  if (figures.has("pingpong_us")) {
+    figures.put("step_overhead_goal_us", 2.0 * figures.get("pingpong_us"));
   }
-  struct goal {
-    const char* flag;
-    const char* what;
-    std::optional<bool> met;
-  };
-  const auto when = [&](std::initializer_list<std::string_view> keys,
-                        auto test) -> std::optional<bool> {
-    for (const auto k : keys) {
-      if (!has(k)) {
-        return std::nullopt;
-      }
-    }
-    return test();
-  };
-  const std::array goals = {
-      goal{"step_overhead_ok", "step_overhead_us <= 2 x pingpong_us",
-           when({"step_overhead_us", "step_overhead_goal_us"},
-                [&] { return figures["step_overhead_us"] <= figures["step_overhead_goal_us"]; })},
-      goal{"parallel_speedup_ok", "parallel_speedup >= 1.9",
-           when({"parallel_speedup"}, [&] { return figures["parallel_speedup"] >= 1.9; })},
-      goal{"batched_fraction_ok", "batched_fraction >= 0.8",
-           when({"batched_fraction"}, [&] { return figures["batched_fraction"] >= 0.8; })},
-  };
-  int missed = 0;
-  std::string goals_json;
-  fmt::print("goals:\n");
-  for (const auto& g : goals) {
-    if (!g.met) {
-      continue; // its section was left out
-    }
-    missed += *g.met ? 0 : 1;
-    fmt::print("  [{}] {}\n", *g.met ? "met " : "MISS", g.what);
-    goals_json += fmt::format("\"{}\": {}, ", g.flag, *g.met ? "true" : "false");
-  }
-  fmt::print("{} goal(s) missed; {} wrong or refused answers\n", missed, wrong);
+  servekit_bench::goals goals;
+  const std::optional<bool> overhead_met =
+      goals.check("step_overhead_us <= 2 x pingpong_us",
+                  figures.has("step_overhead_goal_us")
+                      ? figures.at_most("step_overhead_us", figures.get("step_overhead_goal_us"))
+                      : std::nullopt);
+  const std::optional<bool> parallel_met =
+      goals.check("parallel_speedup >= 1.9", figures.at_least("parallel_speedup", 1.9));
+  const std::optional<bool> batched_met =
+      goals.check("batched_fraction >= 0.8", figures.at_least("batched_fraction", 0.8));
+  fmt::print("{} goal(s) missed; {} wrong or refused answers\n", goals.missed(), wrong);
 
   if (cfg.json) {
-    std::string json = "{";
-    for (const auto& k : order) {
-      json += fmt::format("\"{}\": {:.6g}, ", k, figures[k]);
+    for (const auto& [flag, met] : {std::pair{"step_overhead_ok", overhead_met},
+                                    std::pair{"parallel_speedup_ok", parallel_met},
+                                    std::pair{"batched_fraction_ok", batched_met}}) {
+      if (met) {
+        figures.boolean(flag, *met);
+      }
     }
-    json += goals_json;
-    json += fmt::format("\"goals_missed\": {}, \"quick\": {}, \"nproc\": {}, \"cpu_model\": {}, "
-                        "\"load_average\": {:.2f}, \"wrong\": {}}}",
-                        missed, cfg.quick ? "true" : "false", cpus, json_string(cpu), load, wrong);
-    fmt::print("{}\n", json);
+    figures.integer("goals_missed", goals.missed());
+    figures.string("cpu_model", host.cpu);
+    figures.put_run(cfg.quick, host, wrong);
+    figures.print_json();
   }
   return wrong == 0 ? 0 : 1;
 }

@@ -27,7 +27,10 @@
 //
 // Without a GPU it says so, prints {"device": null, "skipped": "..."} and exits 77 (ctest's
 // SKIP_RETURN_CODE).
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/report.hpp"
 
 #include "mlp/mlp_backend.hpp"
 #include "mlp/mlp_host.hpp"
@@ -59,8 +62,8 @@
 
 namespace {
 
-using bench_clock = std::chrono::steady_clock;
 using cuda_examples::mlp_backend;
+using servekit_bench::bench_clock;
 
 constexpr int device = 0;
 constexpr std::int64_t big_in = 1024;
@@ -217,13 +220,23 @@ servekit::model_options mlp_options(std::int32_t max_batch, const settings& cfg)
   return o;
 }
 
-/// One client thread's window of requests in flight (a credit per request).
-struct window {
-  explicit window(int depth) : credits{depth} {}
-  std::counting_semaphore<> credits;
-  alignas(64) std::atomic<std::uint64_t> completed{0};
-  std::atomic<std::uint64_t> wrong{0};
-  alignas(64) std::atomic<std::uint64_t> rejected{0};
+/// Opens and closes `timeline` (when given) with the measured window; the GPU's idle share of
+/// the window is then `scheduler_share`.
+struct timeline_hooks {
+  gpu_timeline* timeline = nullptr;
+  double scheduler_share = -1; ///< -1: not measured
+
+  void open() {
+    if (timeline != nullptr) {
+      timeline->open();
+    }
+  }
+  void close() {
+    if (timeline != nullptr) {
+      const double window_ms = timeline->close();
+      scheduler_share = 1.0 - timeline->busy_ms(window_ms) / window_ms;
+    }
+  }
 };
 
 struct throughput_result {
@@ -246,76 +259,21 @@ throughput_result closed_loop(Model& m, int clients, int in_flight,
     }
     return v;
   }();
-  std::vector<std::unique_ptr<window>> windows;
-  for (int c = 0; c < clients; ++c) {
-    windows.push_back(std::make_unique<window>(in_flight / clients));
-  }
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, w = windows[static_cast<std::size_t>(c)].get()] {
-      while (!stop.load(std::memory_order_relaxed)) {
-        w->credits.acquire();
-        servekit::request r;
-        r.inputs.push_back(servekit::make_tensor("INPUT0", servekit::data_type::fp32,
+  timeline_hooks hooks{timeline};
+  const servekit_bench::closed_loop_result r = servekit_bench::closed_loop(
+      clients, in_flight, warmup, length,
+      [&](servekit_bench::window& w, std::uint64_t) {
+        servekit::request q;
+        q.inputs.push_back(servekit::make_tensor("INPUT0", servekit::data_type::fp32,
                                                  servekit::shape{1, big_in},
                                                  std::span<const float>{pattern}));
-        const auto s = m.submit(std::move(r), [w](servekit::response&& out) {
+        return m.submit(std::move(q), [slots = &w](servekit::response&& out) {
           const servekit::tensor* y = out.find_output("OUTPUT0");
-          if (!out.ok() || y == nullptr || y->shape != servekit::shape{1, big_out}) {
-            w->wrong.fetch_add(1, std::memory_order_relaxed);
-          }
-          w->completed.fetch_add(1, std::memory_order_relaxed);
-          w->credits.release();
+          slots->answered(out.ok() && y != nullptr && y->shape == servekit::shape{1, big_out});
         });
-        if (!s.ok()) {
-          w->rejected.fetch_add(1, std::memory_order_relaxed);
-          w->credits.release();
-        }
-      }
-      for (int i = 0; i < in_flight / clients; ++i) {
-        w->credits.acquire(); // every request answered
-      }
-    });
-  }
-  const auto completed = [&] {
-    std::uint64_t n = 0;
-    for (const auto& w : windows) {
-      n += w->completed.load(std::memory_order_relaxed);
-    }
-    return n;
-  };
-
-  std::this_thread::sleep_for(warmup);
-  if (timeline != nullptr) {
-    timeline->open();
-  }
-  const auto t0 = bench_clock::now();
-  const std::uint64_t done0 = completed();
-  const auto stats0 = m.statistics();
-  std::this_thread::sleep_for(length);
-  const auto t1 = bench_clock::now();
-  const std::uint64_t done1 = completed();
-  const auto stats1 = m.statistics();
-  throughput_result out;
-  if (timeline != nullptr) {
-    const double window_ms = timeline->close();
-    out.scheduler_share = 1.0 - timeline->busy_ms(window_ms) / window_ms;
-  }
-  stop.store(true, std::memory_order_relaxed);
-  for (auto& t : threads) {
-    t.join();
-  }
-  out.rps = static_cast<double>(done1 - done0) / std::chrono::duration<double>(t1 - t0).count();
-  const auto executions = stats1.execution_count - stats0.execution_count;
-  out.mean_batch = executions == 0
-                       ? 0.0
-                       : static_cast<double>(stats1.inference_count - stats0.inference_count) /
-                             static_cast<double>(executions);
-  for (const auto& w : windows) {
-    out.wrong += w->wrong.load() + w->rejected.load();
-  }
-  return out;
+      },
+      servekit_bench::statistics_counters(m), hooks);
+  return {r.rps, r.mean_batch, hooks.scheduler_share, r.wrong + r.rejected};
 }
 
 // -- calling a backend instance directly --------------------------------------------------------
@@ -473,62 +431,22 @@ graph_result measure_graphs(int rounds, int per_round, std::uint64_t& wrong) {
     eager_forward_us.push_back(time_forward(eager));
     graph_forward_us.push_back(time_forward(graphs));
   }
-  return {bench_support::median(eager_us), bench_support::median(graph_us),
-          bench_support::median(eager_forward_us), bench_support::median(graph_forward_us)};
+  return {servekit_bench::median(eager_us), servekit_bench::median(graph_us),
+          servekit_bench::median(eager_forward_us), servekit_bench::median(graph_forward_us)};
 }
 
 // -- command line -------------------------------------------------------------------------------
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "bench_gpu: %s\nusage: bench_gpu [--json] [--seconds N] [--quick] "
-               "[--instances N] [--precision FP32|FP16]\n",
-               why);
-  std::exit(2);
-}
-
 settings parse(int argc, char** argv) {
   settings s;
-  bool seconds_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg{argv[i]};
-    if (arg == "--json") {
-      s.json = true;
-    } else if (arg == "--quick") {
-      s.quick = true;
-    } else if (arg == "--seconds" || arg == "--instances" || arg == "--precision") {
-      if (i + 1 >= argc) {
-        usage("missing value");
-      }
-      const std::string value{argv[++i]};
-      char* end = nullptr;
-      if (arg == "--seconds") {
-        s.seconds = std::strtod(value.c_str(), &end);
-        if (end == value.c_str() || *end != '\0' || s.seconds <= 0) {
-          usage("--seconds needs a positive number");
-        }
-        seconds_given = true;
-      } else if (arg == "--instances") {
-        const long n = std::strtol(value.c_str(), &end, 10);
-        if (end == value.c_str() || *end != '\0' || n < 1 || n > 16) {
-          usage("--instances needs a number from 1 to 16");
-        }
-        s.instances = static_cast<int>(n);
-      } else {
-        if (value != "FP32" && value != "FP16") {
-          usage("--precision takes FP32 or FP16");
-        }
-        s.precision = value;
-      }
-    } else if (arg == "--help" || arg == "-h") {
-      usage("help");
-    } else {
-      usage("unknown argument");
-    }
-  }
-  if (s.quick && !seconds_given) {
-    s.seconds = 1.0;
-  }
+  servekit_bench::command_line{"bench_gpu"}
+      .json(s.json)
+      .window_seconds(s.seconds)
+      .quick(s.quick, "1 s windows, fewer graph rounds (ctest smoke)")
+      .integer("--instances", s.instances, 1, 16,
+               "instances on GPU 0, each with its own stream (default 2)")
+      .text("--precision", s.precision, {"FP32", "FP16"}, "of the throughput runs (default FP32)")
+      .parse(argc, argv);
   return s;
 }
 
@@ -539,18 +457,21 @@ int main(int argc, char** argv) {
   if (servekit::cuda::device_count() == 0) {
     std::printf("bench_gpu: no CUDA device visible (servekit::cuda::device_count() == 0): the GPU "
                 "figures need a GPU; nothing measured\n");
-    std::printf("{\"device\": null, \"skipped\": \"no CUDA device visible\"}\n");
+    fmt::print("{}\n", servekit_bench::json_object{}
+                           .null("device")
+                           .string("skipped", "no CUDA device visible")
+                           .str());
     return 77;
   }
   try {
     const std::string device_name = servekit::cuda::device_name(device);
     const std::chrono::duration<double> warmup{cfg.quick ? 0.5 : 1.0};
     const std::chrono::duration<double> length{cfg.seconds};
+    const servekit_bench::machine host;
     fmt::print("bench_gpu: {} (GPU {}), {} ({} CPUs), load average {:.2f}, {:.1f} s windows{}, "
                "{} instance(s), {}\n",
-               device_name, device, bench_support::cpu_model(), std::thread::hardware_concurrency(),
-               bench_support::load_average(), cfg.seconds, cfg.quick ? ", quick" : "",
-               cfg.instances, cfg.precision);
+               device_name, device, host.cpu, host.nproc, host.load, cfg.seconds,
+               cfg.quick ? ", quick" : "", cfg.instances, cfg.precision);
 
     std::uint64_t wrong = 0;
     const double verified = verify(wrong);
@@ -594,31 +515,41 @@ int main(int argc, char** argv) {
                small_layers, g.eager_us, g.graph_us, graph_speedup, g.eager_forward_us,
                g.graph_forward_us, graph_speedup_forward);
 
-    const double ratio = batch32.rps / batch1.rps;
-    const bool ratio_met = ratio >= 10.0;
-    const bool graphs_met = graph_speedup >= 1.3;
-    const bool share_met = scheduler_share <= 0.05;
-    fmt::print("goals:\n  [{}] mlp_rps_batch32 >= 10 x mlp_rps_batch1 (x{:.1f})\n"
-               "  [{}] graph_speedup >= 1.3 ({:.2f})\n  [{}] scheduler_share <= 0.05 ({:.3f})\n",
-               ratio_met ? "met " : "MISS", ratio, graphs_met ? "met " : "MISS", graph_speedup,
-               share_met ? "met " : "MISS", scheduler_share);
+    const double ratio = servekit_bench::ratio_of(batch32.rps, batch1.rps);
+    servekit_bench::goals goals;
+    const bool ratio_met = *goals.check(
+        fmt::format("mlp_rps_batch32 >= 10 x mlp_rps_batch1 (x{:.1f})", ratio), ratio >= 10.0);
+    const bool graphs_met = *goals.check(
+        fmt::format("graph_speedup >= 1.3 ({:.2f})", graph_speedup), graph_speedup >= 1.3);
+    const bool share_met = *goals.check(
+        fmt::format("scheduler_share <= 0.05 ({:.3f})", scheduler_share), scheduler_share <= 0.05);
     fmt::print("{} wrong or rejected responses\n", wrong);
 
     if (cfg.json) {
-      const auto flag = [](bool b) { return b ? "true" : "false"; };
-      fmt::print("{{\"device\": \"{}\", \"mlp_rps_batch1\": {:.6g}, \"mlp_rps_batch32\": {:.6g}, "
-                 "\"mean_batch_batch32\": {:.6g}, \"graph_speedup\": {:.6g}, \"execute_us_eager\": "
-                 "{:.6g}, \"execute_us_graph\": {:.6g}, \"graph_speedup_forward\": {:.6g}, "
-                 "\"scheduler_share\": {:.6g}, \"verified_relative_error\": {:.3g}, "
-                 "\"batch32_over_batch1\": {:.6g}, \"goal_batch32_over_batch1\": 10, "
-                 "\"goal_batch32_over_batch1_met\": {}, \"goal_graph_speedup\": 1.3, "
-                 "\"goal_graph_speedup_met\": {}, \"goal_scheduler_share\": 0.05, "
-                 "\"goal_scheduler_share_met\": {}, \"instances\": {}, \"precision\": \"{}\", "
-                 "\"seconds\": {:.6g}, \"quick\": {}, \"wrong\": {}}}\n",
-                 device_name, batch1.rps, batch32.rps, batch32.mean_batch, graph_speedup,
-                 g.eager_us, g.graph_us, graph_speedup_forward, scheduler_share, verified, ratio,
-                 flag(ratio_met), flag(graphs_met), flag(share_met), cfg.instances, cfg.precision,
-                 cfg.seconds, flag(cfg.quick), wrong);
+      servekit_bench::json_object j;
+      j.string("device", device_name)
+          .number("mlp_rps_batch1", batch1.rps)
+          .number("mlp_rps_batch32", batch32.rps)
+          .number("mean_batch_batch32", batch32.mean_batch)
+          .number("graph_speedup", graph_speedup)
+          .number("execute_us_eager", g.eager_us)
+          .number("execute_us_graph", g.graph_us)
+          .number("graph_speedup_forward", graph_speedup_forward)
+          .number("scheduler_share", scheduler_share)
+          .number("verified_relative_error", verified, "{:.3g}")
+          .number("batch32_over_batch1", ratio)
+          .integer("goal_batch32_over_batch1", 10)
+          .boolean("goal_batch32_over_batch1_met", ratio_met)
+          .number("goal_graph_speedup", 1.3)
+          .boolean("goal_graph_speedup_met", graphs_met)
+          .number("goal_scheduler_share", 0.05)
+          .boolean("goal_scheduler_share_met", share_met)
+          .integer("instances", cfg.instances)
+          .string("precision", cfg.precision)
+          .number("seconds", cfg.seconds)
+          .boolean("quick", cfg.quick)
+          .count("wrong", wrong);
+      fmt::print("{}\n", j.str());
     }
     return wrong == 0 ? 0 : 1;
   } catch (const std::exception& e) {

@@ -30,7 +30,10 @@
 // Prints human-readable lines; --json prints every figure as one JSON object on the last line.
 // --quick: fewer rounds and shorter windows (the smoke test, about 2 s; a full run takes about
 // 25 s). See docs/benchmarks.md, "Rate limiter".
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/report.hpp"
 
 #include <servekit/runtime/rate_limiter.hpp>
 #include <servekit/schedule/rate_limiter_core.hpp>
@@ -49,10 +52,10 @@
 
 namespace {
 
-using bench_clock = std::chrono::steady_clock;
+using servekit_bench::bench_clock;
 
 double seconds_since(bench_clock::time_point start) {
-  return std::chrono::duration<double>(bench_clock::now() - start).count();
+  return servekit_bench::seconds_between(start, bench_clock::now());
 }
 
 servekit::instance_group_options limited_group(std::int32_t count) {
@@ -274,17 +277,10 @@ contended_result contended_fifo(double duration_s) {
 int main(int argc, char** argv) {
   bool json = false;
   bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--json") {
-      json = true;
-    } else if (arg == "--quick") {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: bench_rate_limiter [--json] [--quick]\n");
-      return 2;
-    }
-  }
+  servekit_bench::command_line{"bench_rate_limiter"}
+      .json(json)
+      .quick(quick, "fewer rounds and shorter windows (the smoke test, about 2 s)")
+      .parse(argc, argv);
   // Each comparison runs servekit and the baseline in turn, `runs` times, so that both see
   // the same machine; the figures are medians, the ratios the medians of each turn's ratio.
   const int runs = quick ? 3 : 7;
@@ -292,9 +288,9 @@ int main(int argc, char** argv) {
   const std::uint64_t rounds = quick ? 100'000 : 1'000'000;
   const double window_s = quick ? 0.2 : 1.0;
 
-  std::printf("bench_rate_limiter  cpu: %s  nproc: %u  load: %.2f%s\n",
-              bench_support::cpu_model().c_str(), std::thread::hardware_concurrency(),
-              bench_support::load_average(), quick ? "  (quick)" : "");
+  const servekit_bench::machine host;
+  std::printf("bench_rate_limiter  cpu: %s  nproc: %u  load: %.2f%s\n", host.cpu.c_str(),
+              host.nproc, host.load, quick ? "  (quick)" : "");
 
   const double core_ns = core_ns_per_decision(core_rounds);
 
@@ -306,7 +302,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < runs; ++r) {
     free_ns.push_back(uncontended_ns(rounds));
     base_free_ns.push_back(baseline_uncontended_ns(rounds));
-    free_ratio.push_back(free_ns.back() / base_free_ns.back());
+    free_ratio.push_back(servekit_bench::ratio_of(free_ns.back(), base_free_ns.back()));
   }
 
   std::vector<double> exec;
@@ -328,35 +324,40 @@ int main(int argc, char** argv) {
     hand.push_back(s.handovers_per_s);
     base_hand.push_back(b.handovers_per_s);
     fifo_hand.push_back(f.handovers_per_s);
-    exec_ratio.push_back(b.executions_per_s > 0 ? s.executions_per_s / b.executions_per_s : 0);
-    fifo_ratio.push_back(f.handovers_per_s > 0 ? s.handovers_per_s / f.handovers_per_s : 0);
+    exec_ratio.push_back(servekit_bench::ratio_of(s.executions_per_s, b.executions_per_s));
+    fifo_ratio.push_back(servekit_bench::ratio_of(s.handovers_per_s, f.handovers_per_s));
     overlaps += s.overlaps + b.overlaps + f.overlaps;
   }
 
-  using bench_support::median;
-  std::string figures;
-  auto figure = [&](const char* name, double value, const char* what) {
-    std::printf("%-38s %14.3f  %s\n", name, value, what);
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "%s\"%s\": %.6g", figures.empty() ? "" : ", ", name, value);
-    figures += buf;
+  using servekit_bench::median;
+  servekit_bench::report figures;
+  const struct {
+    const char* name;
+    double value;
+    const char* what;
+  } rows[] = {
+      {"core_ns_per_decision", core_ns, "ns, core: release + request, 8 instances, 1 unit"},
+      {"uncontended_ns", median(free_ns), "ns, rate_limiter acquire + release, resource free"},
+      {"baseline_uncontended_ns", median(base_free_ns), "ns, mutex semaphore, the same"},
+      {"uncontended_ratio", median(free_ratio), "rate_limiter / baseline, ns (above 1: slower)"},
+      {"contended_executions_per_s", median(exec), "rate_limiter, 4 threads, 2 models, 1 unit"},
+      {"baseline_contended_executions_per_s", median(base_exec), "mutex semaphore, 4 threads"},
+      {"contended_ratio", median(exec_ratio), "rate_limiter / baseline, executions/s"},
+      {"contended_handovers_per_s", median(hand), "rate_limiter, executions on a new thread"},
+      {"baseline_contended_handovers_per_s", median(base_hand), "mutex semaphore, the same"},
+      {"handoff_contended_executions_per_s", median(fifo_exec), "hand-off semaphore, 4 threads"},
+      {"handoff_contended_handovers_per_s", median(fifo_hand), "hand-off semaphore, new thread"},
+      {"contended_handoff_ratio", median(fifo_ratio), "rate_limiter / hand-off, hand-overs/s"},
+      {"overlaps", static_cast<double>(overlaps), "executions that overlapped (must be 0)"},
   };
-  figure("core_ns_per_decision", core_ns, "ns, core: release + request, 8 instances, 1 unit");
-  figure("uncontended_ns", median(free_ns), "ns, rate_limiter acquire + release, resource free");
-  figure("baseline_uncontended_ns", median(base_free_ns), "ns, mutex semaphore, the same");
-  figure("uncontended_ratio", median(free_ratio), "rate_limiter / baseline, ns (above 1: slower)");
-  figure("contended_executions_per_s", median(exec), "rate_limiter, 4 threads, 2 models, 1 unit");
-  figure("baseline_contended_executions_per_s", median(base_exec), "mutex semaphore, 4 threads");
-  figure("contended_ratio", median(exec_ratio), "rate_limiter / baseline, executions/s");
-  figure("contended_handovers_per_s", median(hand), "rate_limiter, executions on a new thread");
-  figure("baseline_contended_handovers_per_s", median(base_hand), "mutex semaphore, the same");
-  figure("handoff_contended_executions_per_s", median(fifo_exec), "hand-off semaphore, 4 threads");
-  figure("handoff_contended_handovers_per_s", median(fifo_hand), "hand-off semaphore, new thread");
-  figure("contended_handoff_ratio", median(fifo_ratio), "rate_limiter / hand-off, hand-overs/s");
-  figure("overlaps", static_cast<double>(overlaps), "executions that overlapped (must be 0)");
+  for (const auto& r : rows) {
+    figures.row(r.name, r.value, r.what);
+  }
   if (json) {
-    std::printf("{%s, \"runs\": %d, \"load_average\": %.2f, \"quick\": %s}\n", figures.c_str(),
-                runs, bench_support::load_average(), quick ? "true" : "false");
+    figures.integer("runs", runs);
+    figures.number("load_average", servekit_bench::load_average(), "{:.2f}");
+    figures.boolean("quick", quick);
+    figures.print_json();
   }
   return overlaps == 0 ? 0 : 1;
 }

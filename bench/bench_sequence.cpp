@@ -14,13 +14,15 @@
 // null backend. Each sequence is a closed loop: step k+1 is submitted from step k's response
 // callback, as soon as the client may; the 64 STARTs are submitted up front (48 wait in the
 // backlog). See docs/benchmarks.md for what each figure means and for our results.
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/model.hpp"
+#include "harness/report.hpp"
 
 #include <servekit/servekit.hpp>
 
 #include <fmt/format.h>
-
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,7 +43,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-using bench_clock = std::chrono::steady_clock;
+using servekit_bench::bench_clock;
 
 constexpr std::int32_t max_batch = 8;
 constexpr std::size_t instance_count = 2;
@@ -73,16 +75,6 @@ servekit::model_options sequence_options(std::string name) {
   servekit::sequence_batching_options sequencing;
   sequencing.strategy = Strategy::strategy; // no controls, no state
   options.sequence_batching = sequencing;
-  return options;
-}
-
-servekit::model_options dynamic_options(std::string name) {
-  servekit::model_options options;
-  options.name = std::move(name);
-  options.max_batch_size = max_batch;
-  servekit::dynamic_batching_options batching;
-  batching.max_queue_delay_microseconds = 0;
-  options.dynamic_batching = batching;
   return options;
 }
 
@@ -142,14 +134,7 @@ void submit_step(Model& m, client& c) {
   }
 }
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  const auto tv = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
-  };
-  return tv(u.ru_utime) + tv(u.ru_stime);
-}
+double cpu_seconds() { return servekit_bench::process_usage::now().cpu_s; }
 
 struct load_result {
   std::vector<double> steps_per_s; ///< one per repetition
@@ -295,56 +280,19 @@ struct settings {
   bool json = false;
   bool quick = false;
   int reps = 200;
-  std::set<std::string, std::less<>> only;
-
-  [[nodiscard]] bool runs(std::string_view section) const {
-    return only.empty() || only.find(section) != only.end();
-  }
+  servekit_bench::section_filter only;
 };
-
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "bench_sequence: %s\nusage: bench_sequence [--json] [--quick] [--reps N] "
-               "[--only direct,oldest,dynamic,sim]\n",
-               why);
-  std::exit(2);
-}
 
 settings parse(int argc, char** argv) {
   settings s;
-  bool reps_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg{argv[i]};
-    if (arg == "--json") {
-      s.json = true;
-    } else if (arg == "--quick") {
-      s.quick = true;
-    } else if (arg == "--reps") {
-      if (i + 1 >= argc) {
-        usage("missing value");
-      }
-      char* end = nullptr;
-      const long n = std::strtol(argv[++i], &end, 10);
-      if (end == argv[i] || *end != '\0' || n < 1 || n > 10000) {
-        usage("--reps needs a positive number");
-      }
-      s.reps = static_cast<int>(n);
-      reps_given = true;
-    } else if (arg == "--only") {
-      if (i + 1 >= argc) {
-        usage("missing value");
-      }
-      const std::string value{argv[++i]};
-      bench_support::add_names(value, s.only);
-    } else if (arg == "--help" || arg == "-h") {
-      usage("help");
-    } else {
-      usage("unknown argument");
-    }
-  }
-  if (s.quick && !reps_given) {
-    s.reps = 20;
-  }
+  servekit_bench::command_line{"bench_sequence"}
+      .json(s.json)
+      .quick(s.quick, "20 repetitions (CI smoke)")
+      .integer("--reps", s.reps, 1, 10000,
+               "repetitions of each threaded load (default 200; the median is reported)")
+      .when_quick("--reps", s.reps, 20)
+      .only(s.only, "direct, oldest, dynamic, sim")
+      .parse(argc, argv);
   return s;
 }
 
@@ -352,114 +300,98 @@ settings parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const settings cfg = parse(argc, argv);
-  const double load = bench_support::load_average();
+  const servekit_bench::machine host;
   fmt::print("bench_sequence: {} CPUs, load average {:.2f}, {} repetitions of {} sequences x {} "
              "steps on {} instances x {} slots{}\n",
-             std::thread::hardware_concurrency(), load, cfg.reps, sequence_count,
-             steps_per_sequence, instance_count, max_batch, cfg.quick ? ", quick" : "");
+             host.nproc, host.load, cfg.reps, sequence_count, steps_per_sequence, instance_count,
+             max_batch, cfg.quick ? ", quick" : "");
 
-  std::map<std::string, double, std::less<>> figures;
-  std::vector<std::string> order;
-  const auto put = [&](const std::string& key, double v) {
-    if (figures.emplace(key, v).second) {
-      order.push_back(key);
-    }
-  };
-  const auto has = [&](std::string_view k) { return figures.find(k) != figures.end(); };
+  servekit_bench::report figures;
   std::uint64_t wrong = 0;
   const auto record = [&](const std::string& prefix, std::string_view label, const load_result& r) {
     wrong += r.wrong;
-    const double mid = bench_support::median(r.steps_per_s);
+    const double mid = servekit_bench::median(r.steps_per_s);
     const auto [lo, hi] = std::minmax_element(r.steps_per_s.begin(), r.steps_per_s.end());
-    put(prefix + "steps_per_s", mid);
-    put(prefix + "steps_per_s_min", *lo);
-    put(prefix + "steps_per_s_max", *hi);
-    put(prefix + "mean_batch", r.mean_batch);
-    put(prefix + "cpu_us_per_step", r.cpu_us_per_step);
+    figures.put(prefix + "steps_per_s", mid);
+    figures.put(prefix + "steps_per_s_min", *lo);
+    figures.put(prefix + "steps_per_s_max", *hi);
+    figures.put(prefix + "mean_batch", r.mean_batch);
+    figures.put(prefix + "cpu_us_per_step", r.cpu_us_per_step);
     fmt::print("{}: {:.0f} steps/s (median; {:.0f} to {:.0f}), mean batch {:.2f}, {:.2f} CPU "
                "us/step\n",
                label, mid, *lo, *hi, r.mean_batch, r.cpu_us_per_step);
   };
 
-  if (cfg.runs("direct")) {
+  if (cfg.only.runs("direct")) {
     sequence_model<servekit::direct> m{sequence_options<servekit::direct>("sequence_direct")};
     const load_result r = run_load(m, true, cfg.reps);
     record("direct_", "sequence batcher, direct", r);
-    put("slot_utilization", r.slot_utilization);
+    figures.put("slot_utilization", r.slot_utilization);
     fmt::print("  slot utilization (inference_count / (execution_count x {})): {:.4f}\n", max_batch,
                r.slot_utilization);
   }
-  if (cfg.runs("oldest")) {
+  if (cfg.only.runs("oldest")) {
     sequence_model<servekit::oldest> m{sequence_options<servekit::oldest>("sequence_oldest")};
     record("oldest_", "sequence batcher, oldest", run_load(m, true, cfg.reps));
   }
-  if (cfg.runs("dynamic")) {
-    dynamic_model m{dynamic_options("dynamic_baseline")};
+  if (cfg.only.runs("dynamic")) {
+    dynamic_model m{servekit_bench::batching_options("dynamic_baseline", max_batch)};
     record("dynamic_baseline_", "dynamic batcher, 64 independent loops (baseline)",
            run_load(m, false, cfg.reps));
   }
   for (const std::string strategy : {"direct", "oldest"}) {
-    if (has(strategy + "_steps_per_s") && has("dynamic_baseline_steps_per_s")) {
-      const double ratio =
-          figures[strategy + "_steps_per_s"] / figures["dynamic_baseline_steps_per_s"];
-      put(strategy + "_vs_dynamic", ratio);
-      fmt::print("{} / dynamic baseline: {:.3f}\n", strategy, ratio);
+    if (const auto ratio = figures.ratio(strategy + "_vs_dynamic", strategy + "_steps_per_s",
+                                         "dynamic_baseline_steps_per_s")) {
+      fmt::print("{} / dynamic baseline: {:.3f}\n", strategy, *ratio);
     }
   }
 
-  if (cfg.runs("sim")) {
+  if (cfg.only.runs("sim")) {
     const sim_result direct_sim = simulate<servekit::direct>();
     const sim_result oldest_sim = simulate<servekit::oldest>();
     wrong += direct_sim.wrong + oldest_sim.wrong;
-    put("sim_direct_efficiency", direct_sim.efficiency);
-    put("sim_direct_steps_per_s", direct_sim.steps_per_s);
-    put("sim_direct_slot_utilization", direct_sim.slot_utilization);
-    put("sim_oldest_efficiency", oldest_sim.efficiency);
-    put("sim_bound_steps_per_s", sim_bound_steps_per_s());
-    put("sim_wall_ms", direct_sim.wall_ms + oldest_sim.wall_ms);
+    figures.put("sim_direct_efficiency", direct_sim.efficiency);
+    figures.put("sim_direct_steps_per_s", direct_sim.steps_per_s);
+    figures.put("sim_direct_slot_utilization", direct_sim.slot_utilization);
+    figures.put("sim_oldest_efficiency", oldest_sim.efficiency);
+    figures.put("sim_bound_steps_per_s", sim_bound_steps_per_s());
+    figures.put("sim_wall_ms", direct_sim.wall_ms + oldest_sim.wall_ms);
     fmt::print("simulated 1000+20*b us: direct {:.0f} steps/s of {:.0f}, efficiency {:.4f} (slot "
                "utilization {:.4f}); oldest efficiency {:.4f}\n",
                direct_sim.steps_per_s, sim_bound_steps_per_s(), direct_sim.efficiency,
                direct_sim.slot_utilization, oldest_sim.efficiency);
   }
 
-  // Goals: one boolean each in the JSON; missing one does not fail the run.
+  // Goals: one {"min", "met"} each in the JSON; missing one does not fail the run.
   struct goal {
     const char* field;
     double min;
   };
-  constexpr goal goals[] = {
+  constexpr goal goal_list[] = {
       {"sim_direct_efficiency", 0.99},
       {"slot_utilization", 0.9},
       {"direct_steps_per_s", 300000.0},
   };
-  int missed = 0;
-  std::string goals_json;
-  fmt::print("goals:\n");
-  for (const auto& g : goals) {
-    if (!has(g.field)) {
+  servekit_bench::goals goals;
+  servekit_bench::json_object goals_json;
+  for (const auto& g : goal_list) {
+    if (!figures.has(g.field)) {
       continue; // its section was left out
     }
-    const bool met = figures[g.field] >= g.min;
-    missed += met ? 0 : 1;
-    fmt::print("  [{}] {} >= {:g} ({:.6g})\n", met ? "met " : "MISS", g.field, g.min,
-               figures[g.field]);
-    goals_json +=
-        fmt::format("{}\"{}\": {{\"min\": {:g}, \"met\": {}}}", goals_json.empty() ? "" : ", ",
-                    g.field, g.min, met ? "true" : "false");
+    const double value = figures.get(g.field);
+    const bool met =
+        *goals.check(fmt::format("{} >= {:g} ({:.6g})", g.field, g.min, value), value >= g.min);
+    goals_json.object(
+        g.field, servekit_bench::json_object{}.number("min", g.min, "{:g}").boolean("met", met));
   }
-  fmt::print("{} goal(s) missed; {} wrong or refused answers\n", missed, wrong);
+  fmt::print("{} goal(s) missed; {} wrong or refused answers\n", goals.missed(), wrong);
 
   if (cfg.json) {
-    std::string json = "{";
-    for (const auto& k : order) {
-      json += fmt::format("\"{}\": {:.6g}, ", k, figures[k]);
-    }
-    json += fmt::format("\"goals\": {{{}}}, \"goals_missed\": {}, \"reps\": {}, \"quick\": {}, "
-                        "\"nproc\": {}, \"load_average\": {:.2f}, \"wrong\": {}}}",
-                        goals_json, missed, cfg.reps, cfg.quick ? "true" : "false",
-                        std::thread::hardware_concurrency(), load, wrong);
-    fmt::print("{}\n", json);
+    figures.object("goals", goals_json);
+    figures.integer("goals_missed", goals.missed());
+    figures.integer("reps", cfg.reps);
+    figures.put_run(cfg.quick, host, wrong);
+    figures.print_json();
   }
   return wrong == 0 ? 0 : 1;
 }

@@ -31,7 +31,10 @@
 
 #include <utility> // Boost 1.74's asio needs it before itself under g++ 12 in C++20
 
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/report.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -45,7 +48,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,137 +98,33 @@ struct options {
   bool self_test = false;
 };
 
-constexpr std::string_view usage_text = R"(usage: servekit-loadgen [flags]
-  --host ADDR         server address (127.0.0.1)
-  --port N            server port (8000)
-  --model NAME        model to infer (add_sub)
-  --input-size N      size of each variable (-1) dimension of an input, batch dimension aside (16)
-  --connections N     closed loop: connections, one request in flight on each;
-                      open loop: the most connections opened (64)
-  --rate R            open loop at R requests/s (default: closed loop)
-  --duration S        measured seconds (5)
-  --warmup S          seconds before measuring (1)
-  --threads T         client I/O threads (1)
-  --server-pid PID    report the server's CPU time per request (from /proc/PID/stat)
-  --baseline          also run the same load on GET /v2/health/live and report the ratio
-  --json              print only the JSON summary line
-  --self-test         run against an in-process KServe stub (smoke test); fails on any error
-  --help
-)";
-
-bool parse_number(std::string_view text, double& out) {
-  try {
-    std::size_t used = 0;
-    const std::string s{text};
-    out = std::stod(s, &used);
-    return used == s.size() && std::isfinite(out);
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-/// Parses the flags; std::nullopt after printing usage or an error (exit code in `exit_code`).
-std::optional<options> parse_flags(int argc, char** argv, int& exit_code) {
+/// Parses the flags, or exits (0 after --help, 2 after an error).
+options parse_flags(int argc, char** argv) {
   options o;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    if (const auto eq = flag.find('='); flag.starts_with("--") && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag.resize(eq);
-    }
-    const auto need_value = [&]() -> std::optional<std::string> {
-      if (value) {
-        return value;
-      }
-      if (i + 1 < args.size()) {
-        return args[++i];
-      }
-      std::fprintf(stderr, "servekit-loadgen: %s needs a value\n", flag.c_str());
-      return std::nullopt;
-    };
-    const auto number = [&](double min, double max) -> std::optional<double> {
-      const auto v = need_value();
-      double d = 0;
-      if (!v) {
-        return std::nullopt;
-      }
-      if (!parse_number(*v, d) || d < min || d > max) {
-        std::fprintf(stderr, "servekit-loadgen: %s: bad value '%s'\n", flag.c_str(), v->c_str());
-        return std::nullopt;
-      }
-      return d;
-    };
-    const auto integer = [&](double min, double max) -> std::optional<double> {
-      const auto d = number(min, max);
-      if (d && std::floor(*d) != *d) {
-        std::fprintf(stderr, "servekit-loadgen: %s needs an integer\n", flag.c_str());
-        return std::nullopt;
-      }
-      return d;
-    };
-
-    bool ok = true;
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(usage_text.data(), stdout);
-      exit_code = 0;
-      return std::nullopt;
-    } else if (flag == "--host") {
-      const auto v = need_value();
-      ok = v.has_value();
-      o.host = v.value_or("");
-    } else if (flag == "--model") {
-      const auto v = need_value();
-      ok = v.has_value() && !v->empty();
-      o.model = v.value_or("");
-    } else if (flag == "--port") {
-      const auto d = integer(0, 65535);
-      ok = d.has_value();
-      o.port = static_cast<std::uint16_t>(d.value_or(0));
-    } else if (flag == "--input-size") {
-      const auto d = integer(1, 1e9);
-      ok = d.has_value();
-      o.input_size = static_cast<std::int64_t>(d.value_or(1));
-    } else if (flag == "--connections") {
-      const auto d = integer(1, 100000);
-      ok = d.has_value();
-      o.connections = static_cast<std::size_t>(d.value_or(1));
-    } else if (flag == "--rate") {
-      const auto d = number(1e-3, 1e8);
-      ok = d.has_value();
-      o.rate = d.value_or(0);
-    } else if (flag == "--duration") {
-      const auto d = number(0.01, 1e6);
-      ok = d.has_value();
-      o.duration_s = d.value_or(0);
-    } else if (flag == "--warmup") {
-      const auto d = number(0, 1e6);
-      ok = d.has_value();
-      o.warmup_s = d.value_or(0);
-    } else if (flag == "--threads") {
-      const auto d = integer(1, 1024);
-      ok = d.has_value();
-      o.threads = static_cast<std::size_t>(d.value_or(1));
-    } else if (flag == "--server-pid") {
-      const auto d = integer(1, 1e9);
-      ok = d.has_value();
-      o.server_pid = static_cast<long>(d.value_or(1));
-    } else if (flag == "--baseline" && !value) {
-      o.baseline = true;
-    } else if (flag == "--json" && !value) {
-      o.json_only = true;
-    } else if (flag == "--self-test" && !value) {
-      o.self_test = true;
-    } else {
-      std::fprintf(stderr, "servekit-loadgen: unknown flag '%s'\n", args[i].c_str());
-      ok = false;
-    }
-    if (!ok) {
-      std::fputs(usage_text.data(), stderr);
-      exit_code = 2;
-      return std::nullopt;
-    }
+  long server_pid = 0;
+  servekit_bench::command_line cl{"servekit-loadgen"};
+  cl.text("--host", o.host, {}, "server address (127.0.0.1)")
+      .integer("--port", o.port, 0, 65535, "server port (8000)")
+      .text("--model", o.model, {}, "model to infer (add_sub)")
+      .integer("--input-size", o.input_size, 1, 1e9,
+               "size of each variable (-1) dimension of an input, batch dimension aside (16)")
+      .integer("--connections", o.connections, 1, 100000,
+               "closed loop: connections, one request in flight on each; open loop: the most "
+               "connections opened (64)")
+      .number("--rate", o.rate, 1e-3, 1e8, "open loop at X requests/s (default: closed loop)")
+      .number("--duration", o.duration_s, 0.01, 1e6, "measured seconds (5)")
+      .number("--warmup", o.warmup_s, 0, 1e6, "seconds before measuring (1)")
+      .integer("--threads", o.threads, 1, 1024, "client I/O threads (1)")
+      .integer("--server-pid", server_pid, 1, 1e9,
+               "report the server's CPU time per request (from /proc/PID/stat)")
+      .flag("--baseline", o.baseline,
+            "also run the same load on GET /v2/health/live and report the ratio")
+      .flag("--json", o.json_only, "print only the JSON summary line")
+      .flag("--self-test", o.self_test,
+            "run against an in-process KServe stub (smoke test); fails on any error")
+      .parse(argc, argv);
+  if (cl.given("--server-pid")) {
+    o.server_pid = server_pid;
   }
   o.threads = std::min(o.threads, o.connections);
   return o;
@@ -346,14 +244,7 @@ std::optional<double> process_cpu_us(long pid) {
   return static_cast<double>(utime + stime) * 1e6 / static_cast<double>(ticks > 0 ? ticks : 100);
 }
 
-double self_cpu_us() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto us = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec);
-  };
-  return us(usage.ru_utime) + us(usage.ru_stime);
-}
+double self_cpu_us() { return servekit_bench::process_usage::now().cpu_s * 1e6; }
 
 // ---------------------------------------------------------------------------------------------
 // The load
@@ -727,9 +618,9 @@ run_result run_load(const options& o, const tcp::endpoint& endpoint, std::string
   }
   std::sort(us.begin(), us.end()); // percentile() sorts its copy again, cheaply once sorted
   r.throughput_rps = static_cast<double>(us.size()) / o.duration_s;
-  r.p50_us = bench_support::percentile(us, 0.50);
-  r.p90_us = bench_support::percentile(us, 0.90);
-  r.p99_us = bench_support::percentile(us, 0.99);
+  r.p50_us = servekit_bench::percentile(us, 0.50);
+  r.p90_us = servekit_bench::percentile(us, 0.90);
+  r.p99_us = servekit_bench::percentile(us, 0.99);
   r.max_us = us.empty() ? 0.0 : us.back();
   if (server_before && server_after && r.requests > 0) {
     r.server_cpu_us_per_request =
@@ -870,7 +761,7 @@ void print_table(const options& o, const run_result& r, const std::optional<run_
               o.model.c_str(), o.host.c_str(), static_cast<unsigned>(o.port), mode.c_str(),
               o.threads, o.threads == 1 ? "" : "s", o.duration_s, o.warmup_s);
   std::printf("  machine        %s, %u CPUs, load average %.2f at the start\n",
-              bench_support::cpu_model().c_str(), std::thread::hardware_concurrency(),
+              servekit_bench::cpu_model().c_str(), std::thread::hardware_concurrency(),
               load_at_start);
   std::printf("  requests       %llu (errors %llu, non-200 %llu)\n",
               static_cast<unsigned long long>(r.requests),
@@ -891,7 +782,7 @@ void print_table(const options& o, const run_result& r, const std::optional<run_
     std::printf("  baseline       GET /v2/health/live: %.0f req/s, p50 %.1f us, p99 %.1f us; "
                 "infer/baseline throughput %.3f\n",
                 base->throughput_rps, base->p50_us, base->p99_us,
-                base->throughput_rps > 0 ? r.throughput_rps / base->throughput_rps : 0.0);
+                servekit_bench::ratio_of(r.throughput_rps, base->throughput_rps));
     if (base->server_cpu_us_per_request) {
       std::printf("  baseline CPU   server %.1f us/request\n", *base->server_cpu_us_per_request);
     }
@@ -900,41 +791,43 @@ void print_table(const options& o, const run_result& r, const std::optional<run_
 
 std::string summary_json(const options& o, const run_result& r,
                          const std::optional<run_result>& base) {
-  nlohmann::ordered_json j;
-  j["model"] = o.model;
-  j["mode"] = o.rate > 0 ? "open" : "closed";
-  j["connections"] = o.connections;
-  j["rate"] = o.rate > 0 ? nlohmann::ordered_json(o.rate) : nlohmann::ordered_json(nullptr);
-  j["duration_s"] = o.duration_s;
-  j["requests"] = r.requests;
-  j["errors"] = r.errors;
-  j["non_200"] = r.non_200;
-  j["throughput_rps"] = round1(r.throughput_rps);
-  j["p50_us"] = round1(r.p50_us);
-  j["p90_us"] = round1(r.p90_us);
-  j["p99_us"] = round1(r.p99_us);
-  j["max_us"] = round1(r.max_us);
-  if (r.server_cpu_us_per_request) {
-    j["server_cpu_us_per_request"] = round1(*r.server_cpu_us_per_request);
-  }
-  j["client_cpu_us_per_request"] = round1(r.client_cpu_us_per_request);
+  servekit_bench::json_object j;
+  j.string("model", o.model).string("mode", o.rate > 0 ? "open" : "closed");
+  j.count("connections", o.connections);
   if (o.rate > 0) {
-    j["backlog"] = r.backlog;
+    j.real("rate", o.rate);
+  } else {
+    j.null("rate");
   }
-  j["threads"] = o.threads;
+  j.real("duration_s", o.duration_s)
+      .count("requests", r.requests)
+      .count("errors", r.errors)
+      .count("non_200", r.non_200)
+      .real("throughput_rps", round1(r.throughput_rps))
+      .real("p50_us", round1(r.p50_us))
+      .real("p90_us", round1(r.p90_us))
+      .real("p99_us", round1(r.p99_us))
+      .real("max_us", round1(r.max_us));
+  if (r.server_cpu_us_per_request) {
+    j.real("server_cpu_us_per_request", round1(*r.server_cpu_us_per_request));
+  }
+  j.real("client_cpu_us_per_request", round1(r.client_cpu_us_per_request));
+  if (o.rate > 0) {
+    j.count("backlog", r.backlog);
+  }
+  j.count("threads", o.threads);
   if (base) {
-    j["baseline_throughput_rps"] = round1(base->throughput_rps);
-    j["baseline_p50_us"] = round1(base->p50_us);
-    j["baseline_p99_us"] = round1(base->p99_us);
+    j.real("baseline_throughput_rps", round1(base->throughput_rps))
+        .real("baseline_p50_us", round1(base->p50_us))
+        .real("baseline_p99_us", round1(base->p99_us));
     if (base->server_cpu_us_per_request) {
-      j["baseline_server_cpu_us_per_request"] = round1(*base->server_cpu_us_per_request);
+      j.real("baseline_server_cpu_us_per_request", round1(*base->server_cpu_us_per_request));
     }
-    j["ratio_to_baseline"] =
-        base->throughput_rps > 0
-            ? std::round(r.throughput_rps / base->throughput_rps * 1000.0) / 1000.0
-            : 0.0;
+    j.real("ratio_to_baseline",
+           std::round(servekit_bench::ratio_of(r.throughput_rps, base->throughput_rps) * 1000.0) /
+               1000.0);
   }
-  return j.dump();
+  return j.str();
 }
 
 int run(options o) {
@@ -977,7 +870,7 @@ int run(options o) {
                   "Content-Length: {}\r\n\r\n{}",
                   model_path, host_header, body.size(), body);
 
-  const double load_at_start = bench_support::load_average(); // the machine is shared
+  const double load_at_start = servekit_bench::load_average(); // the machine is shared
   const run_result result = run_load(o, endpoint, infer_request);
   std::optional<run_result> base;
   if (o.baseline) {
@@ -1005,13 +898,9 @@ int run(options o) {
 } // namespace
 
 int main(int argc, char** argv) {
-  int exit_code = 0;
-  const auto o = parse_flags(argc, argv, exit_code);
-  if (!o) {
-    return exit_code;
-  }
+  const options o = parse_flags(argc, argv);
   try {
-    return run(*o);
+    return run(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "servekit-loadgen: %s\n", e.what());
     return 1;
