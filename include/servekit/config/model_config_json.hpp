@@ -10,8 +10,9 @@
 /// Fields Triton has and servekit does not implement yet are refused by name, never ignored.
 ///
 /// This header declares load_model_config, save_model_config and to_json_pointer_escaped. Their
-/// definitions live in config/impl/model_config_json_*.ipp (reading values and error messages,
-/// reading each message, the checks across fields, writing) and are compiled once into
+/// definitions live in config/impl/model_config_json_*.ipp (reading and writing values, error
+/// messages, each message's field list with its reader and writer, the checks across fields)
+/// and are compiled once into
 /// servekit::server; with SERVEKIT_HEADER_ONLY defined this header includes them instead
 /// (core/detail/server_tier.hpp).
 
@@ -62,9 +63,8 @@ namespace servekit {
 } // namespace servekit
 
 #if defined(SERVEKIT_HEADER_ONLY)
-#include <servekit/config/impl/model_config_json_read_model.ipp>
-#include <servekit/config/impl/model_config_json_read_scheduling.ipp>
+#include <servekit/config/impl/model_config_json_model.ipp>
+#include <servekit/config/impl/model_config_json_scheduling.ipp>
 #include <servekit/config/impl/model_config_json_validate.ipp>
 #include <servekit/config/impl/model_config_json_values.ipp>
-#include <servekit/config/impl/model_config_json_write.ipp>
 #endif

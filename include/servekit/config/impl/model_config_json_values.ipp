@@ -1,15 +1,16 @@
 #pragma once
 /// \file
 /// Definitions for config/model_config_json.hpp: JSON pointers, the error messages (values
-/// described, "did you mean" hints), and reading JSON values (objects, arrays, booleans,
-/// strings, integers, floats, data types) into C++ values. Compiled once into servekit::server, or
-/// included by model_config_json.hpp with SERVEKIT_HEADER_ONLY.
+/// described, "did you mean" hints), reading JSON values (objects, arrays, booleans, strings,
+/// integers, floats, data types) into C++ values, and writing floats and dims. Compiled once into
+/// servekit::server, or included by model_config_json.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/config/detail/model_config_json.hpp>
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/shape.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -319,6 +320,16 @@ inline constexpr std::string_view float_expectation =
   return static_cast<float>(number);
 }
 
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_float(float value) {
+  if (std::isnan(value)) {
+    return "NaN";
+  }
+  if (std::isinf(value)) {
+    return value > 0 ? "Infinity" : "-Infinity";
+  }
+  return value;
+}
+
 SERVEKIT_SERVER_DECL void check_oneof(const json& object, const std::string& path,
                                       std::string_view oneof,
                                       std::initializer_list<std::string_view> members) {
@@ -365,6 +376,14 @@ SERVEKIT_SERVER_DECL void require_fields(const json& object, const std::string& 
   }
   fail_bad_value(path, "expected one of " + data_type_spellings() + ", got " + quoted_json(value) +
                            " (the TYPE_ prefix may be left out; BYTES means TYPE_STRING)");
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_dims(const shape& dims) {
+  json out = json::array();
+  for (const auto dim : dims.dims()) {
+    out.push_back(dim);
+  }
+  return out;
 }
 
 } // namespace detail

@@ -1,9 +1,10 @@
 #pragma once
 /// \file
-/// Definitions for config/model_config_json.hpp: reading input[] and output[], dynamic_batching,
-/// sequence_batching and instance_group[] (with their nested messages), one small reader per
-/// field. Compiled once into servekit::server, or included by model_config_json.hpp with
-/// SERVEKIT_HEADER_ONLY.
+/// Definitions for config/model_config_json.hpp: input[] and output[], dynamic_batching,
+/// sequence_batching and instance_group[] (with their nested messages). Each message has one
+/// field list that its reader and its write_message overload both walk; a field's reader
+/// carries the checks of that field alone. Compiled once into servekit::server, or included by
+/// model_config_json.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/tensor_spec.hpp>
@@ -15,6 +16,7 @@
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
+#include <servekit/state/state_options.hpp>
 
 #include <charconv>
 #include <cstddef>
@@ -54,19 +56,6 @@ namespace servekit::detail {
   return *result;
 }
 
-/// A field reader for a data_type member ("TYPE_FP32").
-template <auto Member>
-void read_data_type_member(const json& value, const std::string& path,
-                           member_owner_t<Member>& out) {
-  out.*Member = read_data_type(value, path);
-}
-
-/// A field reader for a shape member ([1, -1]).
-template <auto Member>
-void read_dims_member(const json& value, const std::string& path, member_owner_t<Member>& out) {
-  out.*Member = read_dims(value, path);
-}
-
 SERVEKIT_SERVER_DECL void read_tensor_name(const json& value, const std::string& path,
                                            tensor_config& out) {
   out.name = read_string(value, path);
@@ -75,17 +64,8 @@ SERVEKIT_SERVER_DECL void read_tensor_name(const json& value, const std::string&
   }
 }
 
-SERVEKIT_SERVER_DECL void read_tensor_data_type(const json& value, const std::string& path,
-                                                tensor_config& out) {
-  out.type = read_data_type(value, path);
-}
-
-SERVEKIT_SERVER_DECL void read_tensor_dims(const json& value, const std::string& path,
-                                           tensor_config& out) {
-  out.dims = read_dims(value, path);
-}
-
-/// Triton's ModelInput.format: only FORMAT_NONE (the default) is accepted; it changes nothing.
+/// Triton's ModelInput.format: only FORMAT_NONE (the default) is accepted; it changes nothing,
+/// so it is never written.
 SERVEKIT_SERVER_DECL void read_input_format(const json& value, const std::string& path,
                                             tensor_config&) {
   if (!value.is_string()) {
@@ -97,8 +77,33 @@ SERVEKIT_SERVER_DECL void read_input_format(const json& value, const std::string
   }
 }
 
+inline constexpr json_field<tensor_config> input_fields[] = {
+    {"name", read_tensor_name, write_always<&tensor_config::name>},
+    member_field<&tensor_config::type>("data_type", write_rule::always),
+    {"format", read_input_format, nullptr},
+    member_field<&tensor_config::dims>("dims", write_rule::always),
+    member_field<&tensor_config::is_shape_tensor>("is_shape_tensor"),
+    member_field<&tensor_config::allow_ragged_batch>("allow_ragged_batch"),
+    member_field<&tensor_config::optional>("optional"),
+};
+
+/// Outputs also take allow_ragged_batch and optional (servekit's tensor_config has them).
+inline constexpr json_field<tensor_config> output_fields[] = {
+    {"name", read_tensor_name, write_always<&tensor_config::name>},
+    member_field<&tensor_config::type>("data_type", write_rule::always),
+    member_field<&tensor_config::dims>("dims", write_rule::always),
+    member_field<&tensor_config::is_shape_tensor>("is_shape_tensor"),
+    member_field<&tensor_config::allow_ragged_batch>("allow_ragged_batch"),
+    member_field<&tensor_config::optional>("optional"),
+};
+
+/// Inputs and outputs write the same fields (an input's `format` is only read).
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const tensor_config& tensor) {
+  return write_fields(tensor, output_fields);
+}
+
 [[nodiscard]] SERVEKIT_SERVER_DECL tensor_config read_tensor(
-    const json& value, const std::string& path, std::span<const field_reader<tensor_config>> fields,
+    const json& value, const std::string& path, std::span<const json_field<tensor_config>> fields,
     std::span<const std::string_view> not_yet_supported) {
   tensor_config out;
   read_fields(value, path, out, fields, not_yet_supported);
@@ -108,33 +113,15 @@ SERVEKIT_SERVER_DECL void read_input_format(const json& value, const std::string
 
 [[nodiscard]] SERVEKIT_SERVER_DECL tensor_config read_input(const json& value,
                                                             const std::string& path) {
-  static constexpr field_reader<tensor_config> fields[] = {
-      {"name", read_tensor_name},
-      {"data_type", read_tensor_data_type},
-      {"format", read_input_format},
-      {"dims", read_tensor_dims},
-      {"is_shape_tensor", read_member<&tensor_config::is_shape_tensor>},
-      {"allow_ragged_batch", read_member<&tensor_config::allow_ragged_batch>},
-      {"optional", read_member<&tensor_config::optional>},
-  };
   static constexpr std::string_view not_yet_supported[] = {"reshape", "is_non_linear_format_io"};
-  return read_tensor(value, path, fields, not_yet_supported);
+  return read_tensor(value, path, input_fields, not_yet_supported);
 }
 
-/// Outputs also take allow_ragged_batch and optional (servekit's tensor_config has them).
 [[nodiscard]] SERVEKIT_SERVER_DECL tensor_config read_output(const json& value,
                                                              const std::string& path) {
-  static constexpr field_reader<tensor_config> fields[] = {
-      {"name", read_tensor_name},
-      {"data_type", read_tensor_data_type},
-      {"dims", read_tensor_dims},
-      {"is_shape_tensor", read_member<&tensor_config::is_shape_tensor>},
-      {"allow_ragged_batch", read_member<&tensor_config::allow_ragged_batch>},
-      {"optional", read_member<&tensor_config::optional>},
-  };
   static constexpr std::string_view not_yet_supported[] = {"reshape", "label_filename",
                                                            "is_non_linear_format_io"};
-  return read_tensor(value, path, fields, not_yet_supported);
+  return read_tensor(value, path, output_fields, not_yet_supported);
 }
 
 /// Refuses a second tensor with the same name; the error points at the second one's name.
@@ -167,22 +154,22 @@ SERVEKIT_SERVER_DECL void read_outputs(const json& value, const std::string& pat
 // ------------------------------------------------------------------------------------------
 // dynamic_batching (ModelDynamicBatching, ModelQueuePolicy)
 
-SERVEKIT_SERVER_DECL void read_timeout_action(const json& value, const std::string& path,
-                                              queue_policy& out) {
-  out.timeout_action = read_enum(value, path, timeout_action_names);
-}
+inline constexpr json_field<queue_policy> queue_policy_fields[] = {
+    member_field<&queue_policy::timeout_action>("timeout_action"),
+    member_field<&queue_policy::default_timeout_microseconds>("default_timeout_microseconds"),
+    member_field<&queue_policy::allow_timeout_override>("allow_timeout_override"),
+    member_field<&queue_policy::max_queue_size>("max_queue_size"),
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL queue_policy read_queue_policy(const json& value,
                                                                   const std::string& path) {
-  static constexpr field_reader<queue_policy> fields[] = {
-      {"timeout_action", read_timeout_action},
-      {"default_timeout_microseconds", read_member<&queue_policy::default_timeout_microseconds>},
-      {"allow_timeout_override", read_member<&queue_policy::allow_timeout_override>},
-      {"max_queue_size", read_member<&queue_policy::max_queue_size>},
-  };
   queue_policy out;
-  read_fields(value, path, out, fields);
+  read_fields(value, path, out, queue_policy_fields);
   return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const queue_policy& policy) {
+  return write_fields(policy, queue_policy_fields);
 }
 
 /// A map<uint64, ...> key as protobuf writes it: decimal digits, no sign, no leading zero.
@@ -217,72 +204,72 @@ SERVEKIT_SERVER_DECL void read_priority_queue_policy(const json& value, const st
   out.priority.priority_queue_policy = std::move(policies);
 }
 
-SERVEKIT_SERVER_DECL void read_default_queue_policy(const json& value, const std::string& path,
-                                                    dynamic_batching_options& out) {
-  out.priority.default_queue_policy = read_queue_policy(value, path);
-}
+inline constexpr auto dynamic_priority = &dynamic_batching_options::priority;
 
-/// A field reader for a plain member of `dynamic_batching_options::priority`.
-template <auto Member>
-void read_priority_member(const json& value, const std::string& path,
-                          dynamic_batching_options& out) {
-  out.priority.*Member = read_value<member_value_t<Member>>(value, path);
-}
+inline constexpr json_field<dynamic_batching_options> dynamic_batching_fields[] = {
+    member_field<&dynamic_batching_options::preferred_batch_size>("preferred_batch_size"),
+    member_field<&dynamic_batching_options::max_queue_delay_microseconds>(
+        "max_queue_delay_microseconds"),
+    member_field<&dynamic_batching_options::preserve_ordering>("preserve_ordering"),
+    member_field<dynamic_priority, &priority_options::priority_levels>("priority_levels"),
+    member_field<dynamic_priority, &priority_options::default_priority_level>(
+        "default_priority_level"),
+    {"default_queue_policy",
+     read_with<read_queue_policy, dynamic_priority, &priority_options::default_queue_policy>,
+     write_unless_default<dynamic_priority, &priority_options::default_queue_policy>},
+    {"priority_queue_policy", read_priority_queue_policy,
+     write_unless_default<dynamic_priority, &priority_options::priority_queue_policy>},
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL dynamic_batching_options
 read_dynamic_batching(const json& value, const std::string& path) {
-  using options = dynamic_batching_options;
-  static constexpr field_reader<options> fields[] = {
-      {"preferred_batch_size", read_member<&options::preferred_batch_size>},
-      {"max_queue_delay_microseconds", read_member<&options::max_queue_delay_microseconds>},
-      {"preserve_ordering", read_member<&options::preserve_ordering>},
-      {"priority_levels", read_priority_member<&priority_options::priority_levels>},
-      {"default_priority_level", read_priority_member<&priority_options::default_priority_level>},
-      {"default_queue_policy", read_default_queue_policy},
-      {"priority_queue_policy", read_priority_queue_policy},
-  };
-  options out;
-  read_fields(value, path, out, fields);
+  dynamic_batching_options out;
+  read_fields(value, path, out, dynamic_batching_fields);
   return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const dynamic_batching_options& options) {
+  return write_fields(options, dynamic_batching_fields);
 }
 
 // ------------------------------------------------------------------------------------------
 // sequence_batching (ModelSequenceBatching and its nested messages). Rules that span fields
 // (exactly two false/true entries, names that must not collide, ...) are validate()'s.
 
-SERVEKIT_SERVER_DECL void read_control_kind(const json& value, const std::string& path,
-                                            sequence_control& out) {
-  out.kind = read_enum(value, path, control_kind_names);
-}
+inline constexpr json_field<sequence_control> sequence_control_fields[] = {
+    member_field<&sequence_control::kind>("kind", write_rule::always),
+    member_field<&sequence_control::int32_false_true>("int32_false_true"),
+    member_field<&sequence_control::fp32_false_true>("fp32_false_true"),
+    member_field<&sequence_control::bool_false_true>("bool_false_true"),
+    member_field<&sequence_control::data_type>("data_type"),
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL sequence_control read_sequence_control(const json& value,
                                                                           const std::string& path) {
-  static constexpr field_reader<sequence_control> fields[] = {
-      {"kind", read_control_kind},
-      {"int32_false_true", read_member<&sequence_control::int32_false_true>},
-      {"fp32_false_true", read_member<&sequence_control::fp32_false_true>},
-      {"bool_false_true", read_member<&sequence_control::bool_false_true>},
-      {"data_type", read_data_type_member<&sequence_control::data_type>},
-  };
   sequence_control out;
-  read_fields(value, path, out, fields);
+  read_fields(value, path, out, sequence_control_fields);
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_controls(const json& value, const std::string& path,
-                                        control_input& out) {
-  out.control = read_array<sequence_control>(value, path, read_sequence_control);
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const sequence_control& control) {
+  return write_fields(control, sequence_control_fields);
 }
+
+inline constexpr json_field<control_input> control_input_fields[] = {
+    member_field<&control_input::name>("name", write_rule::always),
+    {"control", read_with<read_sequence_control, &control_input::control>,
+     write_always<&control_input::control>},
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL control_input read_control_input(const json& value,
                                                                     const std::string& path) {
-  static constexpr field_reader<control_input> fields[] = {
-      {"name", read_member<&control_input::name>},
-      {"control", read_controls},
-  };
   control_input out;
-  read_fields(value, path, out, fields);
+  read_fields(value, path, out, control_input_fields);
   return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const control_input& input) {
+  return write_fields(input, control_input_fields);
 }
 
 /// Protobuf sets the oneof member `zero_data` whatever its value, and Triton then uses zeros even
@@ -297,104 +284,122 @@ SERVEKIT_SERVER_DECL void read_zero_data(const json& value, const std::string& p
   }
 }
 
+inline constexpr json_field<initial_state_options> initial_state_fields[] = {
+    member_field<&initial_state_options::data_type>("data_type"),
+    member_field<&initial_state_options::dims>("dims", write_rule::always),
+    member_field<&initial_state_options::name>("name"),
+    {"zero_data", read_zero_data, write_unless_default<&initial_state_options::zero_data>},
+    member_field<&initial_state_options::data_file>("data_file"),
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL initial_state_options
 read_initial_state(const json& value, const std::string& path) {
-  using options = initial_state_options;
-  static constexpr field_reader<options> fields[] = {
-      {"data_type", read_data_type_member<&options::data_type>},
-      {"dims", read_dims_member<&options::dims>},
-      {"name", read_member<&options::name>},
-      {"zero_data", read_zero_data},
-      {"data_file", read_member<&options::data_file>},
-  };
   expect_object(value, path);
   check_oneof(value, path, "state_data", {"zero_data", "data_file"});
-  options out;
-  read_fields(value, path, out, fields);
+  initial_state_options out;
+  read_fields(value, path, out, initial_state_fields);
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_initial_states(const json& value, const std::string& path,
-                                              state_options& out) {
-  out.initial_state = read_array<initial_state_options>(value, path, read_initial_state);
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const initial_state_options& initial) {
+  return write_fields(initial, initial_state_fields);
 }
+
+inline constexpr json_field<state_options> state_fields[] = {
+    member_field<&state_options::input_name>("input_name", write_rule::always),
+    member_field<&state_options::output_name>("output_name", write_rule::always),
+    member_field<&state_options::data_type>("data_type"),
+    member_field<&state_options::dims>("dims", write_rule::always),
+    {"initial_state", read_with<read_initial_state, &state_options::initial_state>,
+     write_unless_default<&state_options::initial_state>},
+    member_field<&state_options::use_same_buffer_for_input_output>(
+        "use_same_buffer_for_input_output"),
+    member_field<&state_options::use_growable_memory>("use_growable_memory"),
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL state_options read_state(const json& value,
                                                             const std::string& path) {
-  using options = state_options;
-  static constexpr field_reader<options> fields[] = {
-      {"input_name", read_member<&options::input_name>},
-      {"output_name", read_member<&options::output_name>},
-      {"data_type", read_data_type_member<&options::data_type>},
-      {"dims", read_dims_member<&options::dims>},
-      {"initial_state", read_initial_states},
-      {"use_same_buffer_for_input_output", read_member<&options::use_same_buffer_for_input_output>},
-      {"use_growable_memory", read_member<&options::use_growable_memory>},
-  };
-  options out;
-  read_fields(value, path, out, fields);
+  state_options out;
+  read_fields(value, path, out, state_fields);
   return out;
 }
 
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const state_options& state) {
+  return write_fields(state, state_fields);
+}
+
+inline constexpr json_field<direct_strategy_options> direct_strategy_fields[] = {
+    member_field<&direct_strategy_options::max_queue_delay_microseconds>(
+        "max_queue_delay_microseconds"),
+    member_field<&direct_strategy_options::minimum_slot_utilization>("minimum_slot_utilization"),
+};
+
+inline constexpr json_field<oldest_strategy_options> oldest_strategy_fields[] = {
+    member_field<&oldest_strategy_options::max_candidate_sequences>("max_candidate_sequences"),
+    member_field<&oldest_strategy_options::preferred_batch_size>("preferred_batch_size"),
+    member_field<&oldest_strategy_options::max_queue_delay_microseconds>(
+        "max_queue_delay_microseconds"),
+    member_field<&oldest_strategy_options::preserve_ordering>("preserve_ordering"),
+};
+
 SERVEKIT_SERVER_DECL void read_direct_strategy(const json& value, const std::string& path,
                                                sequence_batching_options& out) {
-  using options = direct_strategy_options;
-  static constexpr field_reader<options> fields[] = {
-      {"max_queue_delay_microseconds", read_member<&options::max_queue_delay_microseconds>},
-      {"minimum_slot_utilization", read_member<&options::minimum_slot_utilization>},
-  };
   out.strategy = sequence_strategy::direct;
-  read_fields(value, path, out.direct, fields);
+  read_fields(value, path, out.direct, direct_strategy_fields);
+}
+
+/// Written only when it has settings: direct is the default strategy.
+[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json>
+write_direct_strategy(const sequence_batching_options& options) {
+  if (options.strategy != sequence_strategy::direct ||
+      options.direct == direct_strategy_options{}) {
+    return std::nullopt;
+  }
+  return write_fields(options.direct, direct_strategy_fields);
 }
 
 SERVEKIT_SERVER_DECL void read_oldest_strategy(const json& value, const std::string& path,
                                                sequence_batching_options& out) {
-  using options = oldest_strategy_options;
-  static constexpr field_reader<options> fields[] = {
-      {"max_candidate_sequences", read_member<&options::max_candidate_sequences>},
-      {"preferred_batch_size", read_member<&options::preferred_batch_size>},
-      {"max_queue_delay_microseconds", read_member<&options::max_queue_delay_microseconds>},
-      {"preserve_ordering", read_member<&options::preserve_ordering>},
-  };
   out.strategy = sequence_strategy::oldest;
-  read_fields(value, path, out.oldest, fields);
+  read_fields(value, path, out.oldest, oldest_strategy_fields);
 }
 
-SERVEKIT_SERVER_DECL void read_control_inputs(const json& value, const std::string& path,
-                                              sequence_batching_options& out) {
-  out.control_input = read_array<control_input>(value, path, read_control_input);
+/// Written whenever it is the strategy, even without settings.
+[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json>
+write_oldest_strategy(const sequence_batching_options& options) {
+  if (options.strategy != sequence_strategy::oldest) {
+    return std::nullopt;
+  }
+  return write_fields(options.oldest, oldest_strategy_fields);
 }
 
-SERVEKIT_SERVER_DECL void read_states(const json& value, const std::string& path,
-                                      sequence_batching_options& out) {
-  out.state = read_array<state_options>(value, path, read_state);
-}
+inline constexpr json_field<sequence_batching_options> sequence_batching_fields[] = {
+    member_field<&sequence_batching_options::max_sequence_idle_microseconds>(
+        "max_sequence_idle_microseconds"),
+    {"direct", read_direct_strategy, write_direct_strategy},
+    {"oldest", read_oldest_strategy, write_oldest_strategy},
+    {"control_input", read_with<read_control_input, &sequence_batching_options::control_input>,
+     write_unless_default<&sequence_batching_options::control_input>},
+    {"state", read_with<read_state, &sequence_batching_options::state>,
+     write_unless_default<&sequence_batching_options::state>},
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL sequence_batching_options
 read_sequence_batching(const json& value, const std::string& path) {
-  using options = sequence_batching_options;
-  static constexpr field_reader<options> fields[] = {
-      {"max_sequence_idle_microseconds", read_member<&options::max_sequence_idle_microseconds>},
-      {"direct", read_direct_strategy},
-      {"oldest", read_oldest_strategy},
-      {"control_input", read_control_inputs},
-      {"state", read_states},
-  };
   static constexpr std::string_view not_yet_supported[] = {"iterative_sequence"};
   expect_object(value, path);
   check_oneof(value, path, "strategy_choice", {"direct", "oldest"});
-  options out;
-  read_fields(value, path, out, fields, not_yet_supported);
+  sequence_batching_options out;
+  read_fields(value, path, out, sequence_batching_fields, not_yet_supported);
   return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const sequence_batching_options& options) {
+  return write_fields(options, sequence_batching_fields);
 }
 
 // ------------------------------------------------------------------------------------------
 // instance_group[] (ModelInstanceGroup)
-
-SERVEKIT_SERVER_DECL void read_instance_group_kind(const json& value, const std::string& path,
-                                                   instance_group_options& out) {
-  out.kind = read_enum(value, path, instance_group_kind_names);
-}
 
 SERVEKIT_SERVER_DECL void read_instance_count(const json& value, const std::string& path,
                                               instance_group_options& out) {
@@ -414,11 +419,6 @@ SERVEKIT_SERVER_DECL void read_instance_count(const json& value, const std::stri
   return id;
 }
 
-SERVEKIT_SERVER_DECL void read_instance_gpus(const json& value, const std::string& path,
-                                             instance_group_options& out) {
-  out.gpus = read_array<std::int32_t>(value, path, read_gpu_id);
-}
-
 /// Triton: KIND_CPU and KIND_MODEL groups may not list gpus.
 SERVEKIT_SERVER_DECL void check_gpus_allowed(const instance_group_options& group,
                                              const std::string& path) {
@@ -427,7 +427,7 @@ SERVEKIT_SERVER_DECL void check_gpus_allowed(const instance_group_options& group
   if (!group.gpus.empty() && !may_list_gpus) {
     fail_bad_value(member_path(path, "gpus"),
                    "an instance group of kind " +
-                       enum_spelling(group.kind, instance_group_kind_names) +
+                       enum_spelling(group.kind, enum_names_v<instance_group_kind>) +
                        " must not list gpus (only KIND_AUTO and KIND_GPU groups may)");
   }
 }
@@ -442,17 +442,22 @@ SERVEKIT_SERVER_DECL void read_resource_name(const json& value, const std::strin
   }
 }
 
+inline constexpr json_field<rate_limiter_resource> rate_limiter_resource_fields[] = {
+    {"name", read_resource_name, write_always<&rate_limiter_resource::name>},
+    member_field<&rate_limiter_resource::global>("global"),
+    member_field<&rate_limiter_resource::count>("count", write_rule::always),
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL rate_limiter_resource
 read_rate_limiter_resource(const json& value, const std::string& path) {
-  static constexpr field_reader<rate_limiter_resource> fields[] = {
-      {"name", read_resource_name},
-      {"global", read_member<&rate_limiter_resource::global>},
-      {"count", read_member<&rate_limiter_resource::count>},
-  };
   rate_limiter_resource out;
-  read_fields(value, path, out, fields);
+  read_fields(value, path, out, rate_limiter_resource_fields);
   require_fields(value, path, {"name"});
   return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const rate_limiter_resource& resource) {
+  return write_fields(resource, rate_limiter_resource_fields);
 }
 
 /// A resource named twice in one group would be counted twice by Triton's pools (the later
@@ -471,42 +476,45 @@ SERVEKIT_SERVER_DECL void read_rate_limiter_resources(const json& value, const s
   }
 }
 
+inline constexpr json_field<rate_limiter_options> rate_limiter_fields[] = {
+    {"resources", read_rate_limiter_resources,
+     write_unless_default<&rate_limiter_options::resources>},
+    member_field<&rate_limiter_options::priority>("priority"),
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL rate_limiter_options read_rate_limiter(const json& value,
                                                                           const std::string& path) {
-  static constexpr field_reader<rate_limiter_options> fields[] = {
-      {"resources", read_rate_limiter_resources},
-      {"priority", read_member<&rate_limiter_options::priority>},
-  };
   rate_limiter_options out;
-  read_fields(value, path, out, fields);
+  read_fields(value, path, out, rate_limiter_fields);
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_instance_rate_limiter(const json& value, const std::string& path,
-                                                     instance_group_options& out) {
-  out.rate_limiter = read_rate_limiter(value, path);
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const rate_limiter_options& limiter) {
+  return write_fields(limiter, rate_limiter_fields);
 }
+
+inline constexpr json_field<instance_group_options> instance_group_fields[] = {
+    member_field<&instance_group_options::name>("name"),
+    member_field<&instance_group_options::kind>("kind", write_rule::always),
+    {"count", read_instance_count, write_always<&instance_group_options::count>},
+    {"gpus", read_with<read_gpu_id, &instance_group_options::gpus>,
+     write_unless_default<&instance_group_options::gpus>},
+    {"rate_limiter", read_with<read_rate_limiter, &instance_group_options::rate_limiter>,
+     write_unless_default<&instance_group_options::rate_limiter>},
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL instance_group_options
 read_instance_group(const json& value, const std::string& path) {
-  static constexpr field_reader<instance_group_options> fields[] = {
-      {"name", read_member<&instance_group_options::name>},
-      {"kind", read_instance_group_kind},
-      {"count", read_instance_count},
-      {"gpus", read_instance_gpus},
-      {"rate_limiter", read_instance_rate_limiter},
-  };
   static constexpr std::string_view not_yet_supported[] = {"secondary_devices", "profile",
                                                            "passive", "host_policy"};
   instance_group_options out;
-  read_fields(value, path, out, fields, not_yet_supported);
+  read_fields(value, path, out, instance_group_fields, not_yet_supported);
   check_gpus_allowed(out, path);
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_instance_groups(const json& value, const std::string& path,
-                                               model_options& out) {
-  out.instance_group = read_array<instance_group_options>(value, path, read_instance_group);
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const instance_group_options& group) {
+  return write_fields(group, instance_group_fields);
 }
 
 } // namespace servekit::detail

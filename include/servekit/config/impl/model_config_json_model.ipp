@@ -1,9 +1,11 @@
 #pragma once
 /// \file
-/// Definitions for config/model_config_json.hpp: reading ensemble_scheduling,
-/// model_transaction_policy, response_cache, model_warmup[], version_policy, parameters and the
-/// ModelConfig top level, and load_model_config. Compiled once into servekit::server, or included
-/// by model_config_json.hpp with SERVEKIT_HEADER_ONLY.
+/// Definitions for config/model_config_json.hpp: ensemble_scheduling, model_transaction_policy,
+/// response_cache, model_warmup[], version_policy, parameters and the ModelConfig top level, and
+/// load_model_config and save_model_config. Each message has one field list that its reader and
+/// its write_message overload both walk; a field's reader carries the checks of that field alone.
+/// Compiled once into servekit::server, or included by model_config_json.hpp with
+/// SERVEKIT_HEADER_ONLY.
 
 #include <servekit/config/detail/model_config_json.hpp>
 #include <servekit/config/model_config_json.hpp>
@@ -19,6 +21,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,7 +55,8 @@ SERVEKIT_SERVER_DECL void read_ensemble_model_version(const json& value, const s
   }
 }
 
-/// Triton reserves `model_namespace`; only its default, the empty string, is accepted.
+/// Triton reserves `model_namespace`; only its default, the empty string, is accepted (and
+/// never written).
 SERVEKIT_SERVER_DECL void read_ensemble_model_namespace(const json& value, const std::string& path,
                                                         ensemble_step_options&) {
   if (!read_string(value, path).empty()) {
@@ -72,36 +77,41 @@ void read_tensor_map_member(const json& value, const std::string& path,
   out.*Member = std::move(names);
 }
 
+/// model_version is always written: left out, protobuf's default 0 would be read by Triton as
+/// version 0.
+inline constexpr json_field<ensemble_step_options> ensemble_step_fields[] = {
+    {"model_name", read_ensemble_model_name, write_always<&ensemble_step_options::model_name>},
+    {"model_version", read_ensemble_model_version,
+     write_always<&ensemble_step_options::model_version>},
+    {"input_map", read_tensor_map_member<&ensemble_step_options::input_map>,
+     write_unless_default<&ensemble_step_options::input_map>},
+    {"output_map", read_tensor_map_member<&ensemble_step_options::output_map>,
+     write_unless_default<&ensemble_step_options::output_map>},
+    {"model_namespace", read_ensemble_model_namespace, nullptr},
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL ensemble_step_options
 read_ensemble_step(const json& value, const std::string& path) {
-  using options = ensemble_step_options;
-  static constexpr field_reader<options> fields[] = {
-      {"model_name", read_ensemble_model_name},
-      {"model_version", read_ensemble_model_version},
-      {"input_map", read_tensor_map_member<&options::input_map>},
-      {"output_map", read_tensor_map_member<&options::output_map>},
-      {"model_namespace", read_ensemble_model_namespace},
-  };
-  options out;
-  read_fields(value, path, out, fields);
+  ensemble_step_options out;
+  read_fields(value, path, out, ensemble_step_fields);
   require_fields(value, path, {"model_name"});
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_ensemble_steps(const json& value, const std::string& path,
-                                              ensemble_scheduling_options& out) {
-  out.step = read_array<ensemble_step_options>(value, path, read_ensemble_step);
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const ensemble_step_options& step) {
+  return write_fields(step, ensemble_step_fields);
 }
+
+inline constexpr json_field<ensemble_scheduling_options> ensemble_scheduling_fields[] = {
+    {"step", read_with<read_ensemble_step, &ensemble_scheduling_options::step>,
+     write_always<&ensemble_scheduling_options::step>},
+    member_field<&ensemble_scheduling_options::max_inflight_requests>("max_inflight_requests"),
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL ensemble_scheduling_options
 read_ensemble_scheduling(const json& value, const std::string& path) {
-  using options = ensemble_scheduling_options;
-  static constexpr field_reader<options> fields[] = {
-      {"step", read_ensemble_steps},
-      {"max_inflight_requests", read_member<&options::max_inflight_requests>},
-  };
-  options out;
-  read_fields(value, path, out, fields);
+  ensemble_scheduling_options out;
+  read_fields(value, path, out, ensemble_scheduling_fields);
   if (out.step.empty()) {
     const std::string missing = value.contains("step") ? "" : "required field 'step' is missing; ";
     fail_bad_value(member_path(path, "step"),
@@ -110,45 +120,48 @@ read_ensemble_scheduling(const json& value, const std::string& path) {
   return out;
 }
 
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const ensemble_scheduling_options& options) {
+  return write_fields(options, ensemble_scheduling_fields);
+}
+
 // ------------------------------------------------------------------------------------------
 // model_transaction_policy (ModelTransactionPolicy) and response_cache (ModelResponseCache)
 
+inline constexpr json_field<model_transaction_policy_options> model_transaction_policy_fields[] = {
+    member_field<&model_transaction_policy_options::decoupled>("decoupled"),
+    member_field<&model_transaction_policy_options::final_response_timeout_microseconds>(
+        "final_response_timeout_microseconds"),
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL model_transaction_policy_options
 read_model_transaction_policy(const json& value, const std::string& path) {
-  using options = model_transaction_policy_options;
-  static constexpr field_reader<options> fields[] = {
-      {"decoupled", read_member<&options::decoupled>},
-      {"final_response_timeout_microseconds",
-       read_member<&options::final_response_timeout_microseconds>},
-  };
-  options out;
-  read_fields(value, path, out, fields);
+  model_transaction_policy_options out;
+  read_fields(value, path, out, model_transaction_policy_fields);
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_model_transaction_policy_field(const json& value,
-                                                              const std::string& path,
-                                                              model_options& out) {
-  out.model_transaction_policy = read_model_transaction_policy(value, path);
+[[nodiscard]] SERVEKIT_SERVER_DECL json
+write_message(const model_transaction_policy_options& policy) {
+  return write_fields(policy, model_transaction_policy_fields);
 }
 
-SERVEKIT_SERVER_DECL void read_response_cache_field(const json& value, const std::string& path,
-                                                    model_options& out) {
-  static constexpr field_reader<response_cache_options> fields[] = {
-      {"enable", read_member<&response_cache_options::enable>},
-  };
-  response_cache_options cache;
-  read_fields(value, path, cache, fields);
-  out.response_cache = cache;
+inline constexpr json_field<response_cache_options> response_cache_fields[] = {
+    member_field<&response_cache_options::enable>("enable"),
+};
+
+[[nodiscard]] SERVEKIT_SERVER_DECL response_cache_options
+read_response_cache(const json& value, const std::string& path) {
+  response_cache_options out;
+  read_fields(value, path, out, response_cache_fields);
+  return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const response_cache_options& cache) {
+  return write_fields(cache, response_cache_fields);
 }
 
 // ------------------------------------------------------------------------------------------
 // model_warmup[] (ModelWarmup)
-
-SERVEKIT_SERVER_DECL void read_warmup_data_type(const json& value, const std::string& path,
-                                                warmup_input_options& out) {
-  out.type = read_data_type(value, path);
-}
 
 /// A warmup input has a concrete shape: every dimension >= 0, no -1 (the batch dimension is
 /// left out; batch_size adds it).
@@ -205,19 +218,36 @@ SERVEKIT_SERVER_DECL void read_warmup_input_data_file(const json& value, const s
   out.kind = warmup_data_kind::input_data_file;
 }
 
+/// The member of the oneof input_data_type that `kind` picks: true for zero_data and
+/// random_data, the file name for input_data_file.
+template <warmup_data_kind Kind>
+[[nodiscard]] std::optional<json> write_warmup_data_source(const warmup_input_options& input) {
+  if (input.kind != Kind) {
+    return std::nullopt;
+  }
+  if constexpr (Kind == warmup_data_kind::input_data_file) {
+    return json(input.input_data_file);
+  } else {
+    return json(true);
+  }
+}
+
+inline constexpr json_field<warmup_input_options> warmup_input_fields[] = {
+    member_field<&warmup_input_options::type>("data_type", write_rule::always),
+    {"dims", read_warmup_dims, write_always<&warmup_input_options::dims>},
+    {"zero_data", read_warmup_zero_data, write_warmup_data_source<warmup_data_kind::zero_data>},
+    {"random_data", read_warmup_random_data,
+     write_warmup_data_source<warmup_data_kind::random_data>},
+    {"input_data_file", read_warmup_input_data_file,
+     write_warmup_data_source<warmup_data_kind::input_data_file>},
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL warmup_input_options read_warmup_input(const json& value,
                                                                           const std::string& path) {
-  static constexpr field_reader<warmup_input_options> fields[] = {
-      {"data_type", read_warmup_data_type},
-      {"dims", read_warmup_dims},
-      {"zero_data", read_warmup_zero_data},
-      {"random_data", read_warmup_random_data},
-      {"input_data_file", read_warmup_input_data_file},
-  };
   expect_object(value, path);
   check_oneof(value, path, "input_data_type", {"zero_data", "random_data", "input_data_file"});
   warmup_input_options out;
-  read_fields(value, path, out, fields);
+  read_fields(value, path, out, warmup_input_fields);
   require_fields(value, path, {"data_type", "dims"});
   if (!value.contains("zero_data") && !value.contains("random_data") &&
       !value.contains("input_data_file")) {
@@ -225,6 +255,10 @@ SERVEKIT_SERVER_DECL void read_warmup_input_data_file(const json& value, const s
                          "'random_data' or 'input_data_file' (the oneof input_data_type)");
   }
   return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const warmup_input_options& input) {
+  return write_fields(input, warmup_input_fields);
 }
 
 SERVEKIT_SERVER_DECL void read_warmup_inputs(const json& value, const std::string& path,
@@ -235,27 +269,28 @@ SERVEKIT_SERVER_DECL void read_warmup_inputs(const json& value, const std::strin
   }
 }
 
+/// batch_size is always written: left out, Triton would read protobuf's 0 and skip the sample.
+inline constexpr json_field<model_warmup_options> model_warmup_fields[] = {
+    member_field<&model_warmup_options::name>("name"),
+    member_field<&model_warmup_options::batch_size>("batch_size", write_rule::always),
+    {"inputs", read_warmup_inputs, write_always<&model_warmup_options::inputs>},
+    member_field<&model_warmup_options::count>("count"),
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL model_warmup_options
 read_model_warmup_sample(const json& value, const std::string& path) {
-  using options = model_warmup_options;
-  static constexpr field_reader<options> fields[] = {
-      {"name", read_member<&options::name>},
-      {"batch_size", read_member<&options::batch_size>},
-      {"inputs", read_warmup_inputs},
-      {"count", read_member<&options::count>},
-  };
-  options out;
-  read_fields(value, path, out, fields);
+  model_warmup_options out;
+  read_fields(value, path, out, model_warmup_fields);
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_model_warmup(const json& value, const std::string& path,
-                                            model_options& out) {
-  out.model_warmup = read_array<model_warmup_options>(value, path, read_model_warmup_sample);
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const model_warmup_options& sample) {
+  return write_fields(sample, model_warmup_fields);
 }
 
 // ------------------------------------------------------------------------------------------
-// version_policy (ModelVersionPolicy): oneof latest / all / specific
+// version_policy (ModelVersionPolicy): oneof latest / all / specific, each a view of
+// version_policy_options picked by its kind
 
 SERVEKIT_SERVER_DECL void read_num_versions(const json& value, const std::string& path,
                                             version_policy_options& out) {
@@ -265,20 +300,9 @@ SERVEKIT_SERVER_DECL void read_num_versions(const json& value, const std::string
   }
 }
 
-SERVEKIT_SERVER_DECL void read_latest_policy(const json& value, const std::string& path,
-                                             version_policy_options& out) {
-  static constexpr field_reader<version_policy_options> fields[] = {
-      {"num_versions", read_num_versions},
-  };
-  out.kind = version_policy_options::kind_type::latest;
-  read_fields(value, path, out, fields);
-}
-
-SERVEKIT_SERVER_DECL void read_all_policy(const json& value, const std::string& path,
-                                          version_policy_options& out) {
-  out.kind = version_policy_options::kind_type::all;
-  read_fields<version_policy_options>(value, path, out, {});
-}
+inline constexpr json_field<version_policy_options> latest_policy_fields[] = {
+    {"num_versions", read_num_versions, write_always<&version_policy_options::num_versions>},
+};
 
 [[nodiscard]] SERVEKIT_SERVER_DECL std::int64_t read_version_number(const json& value,
                                                                     const std::string& path) {
@@ -303,32 +327,69 @@ SERVEKIT_SERVER_DECL void read_specific_versions(const json& value, const std::s
   }
 }
 
-SERVEKIT_SERVER_DECL void read_specific_policy(const json& value, const std::string& path,
-                                               version_policy_options& out) {
-  static constexpr field_reader<version_policy_options> fields[] = {
-      {"versions", read_specific_versions},
-  };
-  out.kind = version_policy_options::kind_type::specific;
-  read_fields(value, path, out, fields);
-  if (out.versions.empty()) {
-    fail_bad_value(member_path(path, "versions"),
-                   "a 'specific' version policy must list at least one version");
+inline constexpr json_field<version_policy_options> specific_policy_fields[] = {
+    {"versions", read_specific_versions, write_always<&version_policy_options::versions>},
+};
+
+using version_policy_kind = version_policy_options::kind_type;
+
+/// The fields of the policy `Kind` (`all` has none).
+template <version_policy_kind Kind>
+[[nodiscard]] std::span<const json_field<version_policy_options>> version_policy_kind_fields() {
+  if constexpr (Kind == version_policy_kind::latest) {
+    return latest_policy_fields;
+  } else if constexpr (Kind == version_policy_kind::specific) {
+    return specific_policy_fields;
+  } else {
+    return {};
   }
 }
 
+template <version_policy_kind Kind>
+void read_version_policy_kind(const json& value, const std::string& path,
+                              version_policy_options& out) {
+  out.kind = Kind;
+  read_fields(value, path, out, version_policy_kind_fields<Kind>());
+  if constexpr (Kind == version_policy_kind::specific) {
+    if (out.versions.empty()) {
+      fail_bad_value(member_path(path, "versions"),
+                     "a 'specific' version policy must list at least one version");
+    }
+  }
+}
+
+/// Written for the policy's kind only; a kind outside the enum is written as latest.
+template <version_policy_kind Kind>
+[[nodiscard]] std::optional<json> write_version_policy_kind(const version_policy_options& in) {
+  const bool latest =
+      in.kind != version_policy_kind::all && in.kind != version_policy_kind::specific;
+  if (Kind == version_policy_kind::latest ? !latest : in.kind != Kind) {
+    return std::nullopt;
+  }
+  return write_fields(in, version_policy_kind_fields<Kind>());
+}
+
+inline constexpr json_field<version_policy_options> version_policy_fields[] = {
+    {"latest", read_version_policy_kind<version_policy_kind::latest>,
+     write_version_policy_kind<version_policy_kind::latest>},
+    {"all", read_version_policy_kind<version_policy_kind::all>,
+     write_version_policy_kind<version_policy_kind::all>},
+    {"specific", read_version_policy_kind<version_policy_kind::specific>,
+     write_version_policy_kind<version_policy_kind::specific>},
+};
+
 /// `{}` (no choice) is Triton's default, the latest version.
-SERVEKIT_SERVER_DECL void read_version_policy(const json& value, const std::string& path,
-                                              model_options& out) {
-  static constexpr field_reader<version_policy_options> fields[] = {
-      {"latest", read_latest_policy},
-      {"all", read_all_policy},
-      {"specific", read_specific_policy},
-  };
+[[nodiscard]] SERVEKIT_SERVER_DECL version_policy_options
+read_version_policy(const json& value, const std::string& path) {
   expect_object(value, path);
   check_oneof(value, path, "policy_choice", {"latest", "all", "specific"});
-  version_policy_options policy;
-  read_fields(value, path, policy, fields);
-  out.version_policy = std::move(policy);
+  version_policy_options out;
+  read_fields(value, path, out, version_policy_fields);
+  return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const version_policy_options& policy) {
+  return write_fields(policy, version_policy_fields);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -339,13 +400,20 @@ SERVEKIT_SERVER_DECL void read_string_value(const json& value, const std::string
   out = read_string(value, path);
 }
 
+[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json> write_string_value(const std::string& in) {
+  return json(in);
+}
+
+inline constexpr json_field<std::string> parameter_fields[] = {
+    {"string_value", read_string_value, write_string_value},
+};
+
 /// `{"string_value": "..."}`; `{}` is the empty string, as in protobuf.
 [[nodiscard]] SERVEKIT_SERVER_DECL std::string read_parameter(const json& value,
                                                               const std::string& path) {
-  static constexpr field_reader<std::string> fields[] = {{"string_value", read_string_value}};
   expect_object(value, path, "an object {\"string_value\": \"...\"}");
   std::string out;
-  read_fields(value, path, out, fields);
+  read_fields(value, path, out, parameter_fields);
   return out;
 }
 
@@ -357,6 +425,17 @@ SERVEKIT_SERVER_DECL void read_parameters(const json& value, const std::string& 
     parameters.emplace(key, read_parameter(parameter, member_path(path, key)));
   }
   out.parameters = std::move(parameters);
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json> write_parameters(const model_options& in) {
+  if (in.parameters.empty()) {
+    return std::nullopt;
+  }
+  json out = json::object();
+  for (const auto& [key, value] : in.parameters) {
+    out[key] = write_fields(value, parameter_fields);
+  }
+  return out;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -378,6 +457,17 @@ SERVEKIT_SERVER_DECL void read_model_version(const json& value, const std::strin
   }
 }
 
+/// An ensemble without a platform is written with Triton's "ensemble", which Triton requires.
+[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json> write_platform(const model_options& in) {
+  if (!in.platform.empty()) {
+    return json(in.platform);
+  }
+  if (in.ensemble_scheduling) {
+    return json(std::string{ensemble_platform});
+  }
+  return std::nullopt;
+}
+
 SERVEKIT_SERVER_DECL void read_max_batch_size(const json& value, const std::string& path,
                                               model_options& out) {
   const auto size = read_integer<std::int32_t>(value, path);
@@ -387,24 +477,8 @@ SERVEKIT_SERVER_DECL void read_max_batch_size(const json& value, const std::stri
   out.max_batch_size = size;
 }
 
-SERVEKIT_SERVER_DECL void read_dynamic_batching_field(const json& value, const std::string& path,
-                                                      model_options& out) {
-  out.dynamic_batching = read_dynamic_batching(value, path);
-}
-
-SERVEKIT_SERVER_DECL void read_sequence_batching_field(const json& value, const std::string& path,
-                                                       model_options& out) {
-  out.sequence_batching = read_sequence_batching(value, path);
-}
-
-SERVEKIT_SERVER_DECL void read_ensemble_scheduling_field(const json& value, const std::string& path,
-                                                         model_options& out) {
-  out.ensemble_scheduling = read_ensemble_scheduling(value, path);
-}
-
-/// ModelConfig fields servekit refuses by name until it implements them. To add one, write its
-/// reader (one small function per message, as above), list it in read_model_config's table and
-/// drop it from here.
+/// ModelConfig fields servekit refuses by name until it implements them. To add one, give its
+/// message a field list (as above), add its line to model_config_fields and drop it from here.
 inline constexpr std::string_view model_config_not_yet_supported[] = {
     "runtime",
     "batch_input",
@@ -418,34 +492,50 @@ inline constexpr std::string_view model_config_not_yet_supported[] = {
     "model_metrics",
 };
 
+/// name and version are always written.
+inline constexpr json_field<model_options> model_config_fields[] = {
+    {"name", read_model_name, write_always<&model_options::name>},
+    {"version", read_model_version, write_always<&model_options::version>},
+    member_field<&model_options::backend>("backend"),
+    {"platform", read_member<&model_options::platform>, write_platform},
+    {"max_batch_size", read_max_batch_size, write_unless_default<&model_options::max_batch_size>},
+    {"input", read_inputs, write_unless_default<&model_options::input>},
+    {"output", read_outputs, write_unless_default<&model_options::output>},
+    {"dynamic_batching", read_with<read_dynamic_batching, &model_options::dynamic_batching>,
+     write_unless_default<&model_options::dynamic_batching>},
+    {"sequence_batching", read_with<read_sequence_batching, &model_options::sequence_batching>,
+     write_unless_default<&model_options::sequence_batching>},
+    {"ensemble_scheduling",
+     read_with<read_ensemble_scheduling, &model_options::ensemble_scheduling>,
+     write_unless_default<&model_options::ensemble_scheduling>},
+    {"instance_group", read_with<read_instance_group, &model_options::instance_group>,
+     write_unless_default<&model_options::instance_group>},
+    {"model_transaction_policy",
+     read_with<read_model_transaction_policy, &model_options::model_transaction_policy>,
+     write_unless_default<&model_options::model_transaction_policy>},
+    {"response_cache", read_with<read_response_cache, &model_options::response_cache>,
+     write_unless_default<&model_options::response_cache>},
+    {"model_warmup", read_with<read_model_warmup_sample, &model_options::model_warmup>,
+     write_unless_default<&model_options::model_warmup>},
+    {"version_policy", read_with<read_version_policy, &model_options::version_policy>,
+     write_unless_default<&model_options::version_policy>},
+    {"parameters", read_parameters, write_parameters},
+};
+
 [[nodiscard]] SERVEKIT_SERVER_DECL model_options read_model_config(const json& value) {
-  static constexpr field_reader<model_options> fields[] = {
-      {"name", read_model_name},
-      {"version", read_model_version},
-      {"backend", read_member<&model_options::backend>},
-      {"platform", read_member<&model_options::platform>},
-      {"max_batch_size", read_max_batch_size},
-      {"input", read_inputs},
-      {"output", read_outputs},
-      {"dynamic_batching", read_dynamic_batching_field},
-      {"sequence_batching", read_sequence_batching_field},
-      {"ensemble_scheduling", read_ensemble_scheduling_field},
-      {"instance_group", read_instance_groups},
-      {"model_transaction_policy", read_model_transaction_policy_field},
-      {"response_cache", read_response_cache_field},
-      {"model_warmup", read_model_warmup},
-      {"version_policy", read_version_policy},
-      {"parameters", read_parameters},
-  };
   const std::string root;
   expect_object(value, root, "an object (a Triton model config)");
   model_options out;
-  read_fields(value, root, out, fields, model_config_not_yet_supported);
+  read_fields(value, root, out, model_config_fields, model_config_not_yet_supported);
   check_model_options(out);
   if (out.ensemble_scheduling && out.platform.empty()) {
     out.platform = ensemble_platform; // as Triton, which requires it
   }
   return out;
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const model_options& options) {
+  return write_fields(options, model_config_fields);
 }
 
 } // namespace detail
@@ -471,6 +561,10 @@ inline constexpr std::string_view model_config_not_yet_supported[] = {
 
 [[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(const std::string& json_text) {
   return load_model_config(std::string_view{json_text});
+}
+
+[[nodiscard]] SERVEKIT_SERVER_DECL nlohmann::json save_model_config(const model_options& options) {
+  return detail::write_message(options);
 }
 
 } // namespace servekit
