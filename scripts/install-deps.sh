@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages servekit needs to build and test. Idempotent: does nothing
 # (and needs no network or root) when they are all installed. clang and libclang-rt-14-dev
 # (libFuzzer and clang's sanitizer runtimes) are for the fuzz preset; wrk cross-checks the load
-# generator (docs/benchmarks.md).
+# generator and libsimdjson-dev is bench_json_decode's comparison (docs/benchmarks.md).
 set -euo pipefail
 
 packages=(
@@ -19,6 +19,7 @@ packages=(
   clang
   libclang-rt-14-dev
   wrk
+  libsimdjson-dev
 )
 
 missing=()

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -91,6 +92,78 @@ TEST(GenerateCodec, ErrorsNameTheKey) {
   EXPECT_NE(error_of(R"({"id": 3})").find("\"id\""), std::string::npos);
   EXPECT_NE(error_of(R"("text")").find("JSON object"), std::string::npos);
   EXPECT_NE(error_of(R"({"IDS": )").find("parse"), std::string::npos);
+}
+
+// decode_generate_request parses the body once; it must decode exactly as decode_infer_request
+// decodes translate_generate_request's JSON: same tensors and fields, or the same error.
+void expect_decodes_as_translated(const std::string& body, bool batching) {
+  SCOPED_TRACE(body);
+  servekit::http::decoded_infer_request direct;
+  const auto d = servekit::http::decode_generate_request(body, "m", configs(), batching, direct);
+  std::string infer;
+  auto t = servekit::http::translate_generate_request(body, "m", configs(), batching, infer);
+  servekit::http::decoded_infer_request via_json;
+  if (t.ok()) {
+    t = servekit::http::decode_infer_request(infer, std::nullopt, via_json);
+  }
+  ASSERT_EQ(d.ok(), t.ok()) << d.message() << " | " << t.message();
+  if (!d.ok()) {
+    EXPECT_EQ(d.code(), t.code());
+    EXPECT_EQ(d.message(), t.message());
+    return;
+  }
+  const auto& a = direct.request;
+  const auto& b = via_json.request;
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.priority, b.priority);
+  EXPECT_EQ(a.timeout_us, b.timeout_us);
+  EXPECT_EQ(a.sequence_id, b.sequence_id);
+  EXPECT_EQ(a.sequence_start, b.sequence_start);
+  EXPECT_EQ(a.sequence_end, b.sequence_end);
+  EXPECT_EQ(direct.binary_data_output, via_json.binary_data_output);
+  ASSERT_EQ(a.inputs.size(), b.inputs.size());
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    EXPECT_EQ(a.inputs[i].name, b.inputs[i].name);
+    EXPECT_EQ(a.inputs[i].type, b.inputs[i].type);
+    EXPECT_TRUE(a.inputs[i].shape == b.inputs[i].shape) << a.inputs[i].name;
+    const auto x = a.inputs[i].data.bytes();
+    const auto y = b.inputs[i].data.bytes();
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << a.inputs[i].name;
+  }
+}
+
+TEST(GenerateCodec, DecodesInOneParseAsTheTranslation) {
+  const char* bodies[] = {
+      R"({"text_input": "hi", "IDS": [1, 2, 3], "PAIR": [1, 2, 3, 4, 5, 6],
+          "GRID": [[1.5, -2, 3e2], [4, 5, 6]]})",
+      R"({"IDS": 7, "id": "r1", "parameters": {"priority": 2, "timeout": 5, "x": "y"}})",
+      R"({"IDS": [1], "parameters": {"sequence_id": "s", "sequence_start": true,
+          "sequence_end": false, "binary_data_output": true}})",
+      R"({"text_input": "caf\u00e9 \"q\"", "IDS": []})",
+      R"({"GRID": [[0.1, -0.0], [1e-320, 3.4e38]], "PAIR": [[-0, 1], [2, 3]]})",
+      R"({"IDS": [1], "parameters": {"priority": -0}})", // "-0": unsigned, as from the dump
+      R"({})",
+      // Errors: from the plan, or from the decoder (element, parameter and type checks).
+      R"({"IDS": ["x"]})",
+      R"({"IDS": [1.0]})",
+      R"({"IDS": [2147483648]})",
+      R"({"GRID": [[1e39]]})",
+      R"({"text_input": 3})",
+      R"({"IDS": [1], "parameters": {"priority": -1}})",
+      R"({"IDS": [1], "parameters": {"triton_x": 1}})",
+      R"({"IDS": [1], "parameters": {"priority": [1]}})",
+      R"({"IDS": [1], "parameters": {"x": {"y": [[[1]]]}}})",
+      R"({"IDS": [1], "parameters": {"x": 1.5}})",
+      R"({"IDS": [null], "id": "r"})",
+      R"({"prompt": "x"})",
+      R"({"GRID": [1, 2]})",
+      R"([1])",
+      R"({"IDS": )",
+  };
+  for (const char* body : bodies) {
+    expect_decodes_as_translated(body, false);
+    expect_decodes_as_translated(body, true);
+  }
 }
 
 TEST(GenerateCodec, ResponseIsFlat) {

@@ -5,15 +5,23 @@
 /// optional "parameters" object (the infer request's parameters: priority, timeout,
 /// sequence_id...); a response is a flat object {"model_name","model_version",<output>: value}.
 ///
-/// The request is translated into a KServe v2 infer request (shapes and datatypes taken from the
-/// model's config), so that decode_infer_request does the value checks and conversions exactly
-/// as /infer does: a generate request is never checked more loosely than the same request sent
-/// to /infer. Generate is a convenience endpoint for text-like models, not the hot path.
+/// The request is read as the KServe v2 infer request it stands for (shapes and datatypes taken
+/// from the model's config), so that the infer request decoder does the value checks and
+/// conversions exactly as /infer does: a generate request is never checked more loosely than the
+/// same request sent to /infer. decode_generate_request parses the body once and feeds the
+/// decoder the infer request's events; translate_generate_request writes that infer request out
+/// as JSON. Generate is a convenience endpoint for text-like models, not the hot path.
+///
+/// decode_generate_request is defined in http/impl/generate_request.ipp, compiled into
+/// servekit::server (core/detail/server_tier.hpp); with SERVEKIT_HEADER_ONLY this header
+/// includes it.
 
 #include <servekit/backend/tensor_spec.hpp>
 #include <servekit/core/data_type.hpp>
+#include <servekit/core/detail/server_tier.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
+#include <servekit/http/decoded_infer_request.hpp>
 #include <servekit/http/kserve_response.hpp>
 
 #include <fmt/format.h>
@@ -32,15 +40,15 @@ namespace servekit::http {
 namespace detail {
 
 /// The regular nested shape of a JSON value (a scalar has rank 0) and its leaves in row-major
-/// order; false if the arrays are ragged or hold objects.
+/// order (pointers into `v`); false if the arrays are ragged or hold objects.
 [[nodiscard]] inline bool flatten_generate_value(const nlohmann::json& v, std::size_t depth,
                                                  std::vector<std::int64_t>& nested,
-                                                 nlohmann::json& leaves) {
+                                                 std::vector<const nlohmann::json*>& leaves) {
   if (v.is_object()) {
     return false;
   }
   if (!v.is_array()) {
-    leaves.push_back(v);
+    leaves.push_back(&v);
     return true;
   }
   const auto n = static_cast<std::int64_t>(v.size());
@@ -116,25 +124,42 @@ namespace detail {
   return {};
 }
 
-} // namespace detail
+/// A generate request checked against the model's config: the infer request it stands for, as
+/// pointers into the parsed body. Inputs are in the body's key order (nlohmann's objects keep
+/// their keys sorted, and the last of duplicate keys).
+struct generate_plan {
+  struct input {
+    const std::string* name = nullptr;
+    data_type type = data_type::invalid;
+    std::vector<std::int64_t> shape;
+    std::size_t first_leaf = 0; ///< its elements: leaves[first_leaf, first_leaf + leaf_count)
+    std::size_t leaf_count = 0;
+  };
+  const nlohmann::json* id = nullptr;         ///< the request's "id", a string
+  const nlohmann::json* parameters = nullptr; ///< the request's "parameters", an object
+  std::vector<input> inputs;
+  std::vector<const nlohmann::json*> leaves; ///< every input's elements, in row-major order
+};
 
-/// Translates a generate request `body` for the model `model` (its config's inputs and whether
-/// it batches) into the equivalent KServe v2 infer request JSON, written to `infer_json`, for
-/// decode_infer_request. Keys other than "parameters" must name inputs of the model; "id" (a
-/// string) is the request id unless the model has an input named "id". Every error is
-/// invalid_argument naming the key at fault; missing inputs are left to the model's own check
-/// at submit, as for /infer.
-[[nodiscard]] inline status translate_generate_request(std::string_view body,
-                                                       std::string_view model,
-                                                       std::span<const tensor_config> inputs,
-                                                       bool batching, std::string& infer_json) {
-  infer_json.clear();
-  nlohmann::json j;
+/// Parses a generate request body into `j`.
+[[nodiscard]] inline status parse_generate_body(std::string_view body, nlohmann::json& j) {
   try {
     j = nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error& e) {
     return invalid_argument(fmt::format("failed to parse the generate request JSON: {}", e.what()));
   }
+  return {};
+}
+
+/// Checks the parsed generate request `j` for the model `model` (its config's inputs and whether
+/// it batches) and fills `plan`, which points into `j`. Keys other than "parameters" must name
+/// inputs of the model; "id" (a string) is the request id unless the model has an input named
+/// "id". Every error is invalid_argument naming the key at fault; missing inputs are left to the
+/// model's own check at submit, as for /infer.
+[[nodiscard]] inline status plan_generate_request(const nlohmann::json& j, std::string_view model,
+                                                  std::span<const tensor_config> inputs,
+                                                  bool batching, generate_plan& plan) {
+  plan = generate_plan{};
   if (!j.is_object()) {
     return invalid_argument("the generate request body must be a JSON object whose keys are "
                             "the model's input names");
@@ -147,10 +172,7 @@ namespace detail {
     }
     return nullptr;
   };
-  nlohmann::json infer = nlohmann::json::object();
-  nlohmann::json tensors = nlohmann::json::array();
   std::vector<std::int64_t> nested;
-  std::vector<std::int64_t> shape;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     const tensor_config* c = find_input(key);
@@ -158,14 +180,14 @@ namespace detail {
       if (!it->is_object()) {
         return invalid_argument("the generate request's \"parameters\" must be a JSON object");
       }
-      infer["parameters"] = *it;
+      plan.parameters = &*it;
       continue;
     }
     if (c == nullptr && key == "id") {
       if (!it->is_string()) {
         return invalid_argument("the generate request's \"id\" must be a string");
       }
-      infer["id"] = *it;
+      plan.id = &*it;
       continue;
     }
     if (c == nullptr) {
@@ -173,25 +195,77 @@ namespace detail {
           "unexpected generate input '{}' for model '{}': it has no such input", key, model));
     }
     nested.clear();
-    nlohmann::json leaves = nlohmann::json::array();
-    if (!detail::flatten_generate_value(*it, 0, nested, leaves)) {
+    generate_plan::input in;
+    in.name = &key;
+    in.type = c->type;
+    in.first_leaf = plan.leaves.size();
+    if (!flatten_generate_value(*it, 0, nested, plan.leaves)) {
       return invalid_argument(fmt::format("generate input '{}' for model '{}' must be a scalar "
                                           "or a regular (nested) array of scalars",
                                           key, model));
     }
-    if (status s = detail::generate_input_shape(*c, batching, leaves.size(), nested, model, shape);
+    in.leaf_count = plan.leaves.size() - in.first_leaf;
+    if (status s = generate_input_shape(*c, batching, in.leaf_count, nested, model, in.shape);
         !s.ok()) {
       return s;
     }
-    tensors.push_back({{"name", key},
-                       {"datatype", std::string(to_string(c->type))},
-                       {"shape", shape},
+    plan.inputs.push_back(std::move(in));
+  }
+  return {};
+}
+
+} // namespace detail
+
+/// Translates a generate request `body` for the model `model` (its config's inputs and whether
+/// it batches) into the equivalent KServe v2 infer request JSON, written to `infer_json`, for
+/// decode_infer_request. Keys other than "parameters" must name inputs of the model; "id" (a
+/// string) is the request id unless the model has an input named "id". Every error is
+/// invalid_argument naming the key at fault; missing inputs are left to the model's own check
+/// at submit, as for /infer. The server uses decode_generate_request, which gives the same
+/// result without writing and re-reading this JSON.
+[[nodiscard]] inline status translate_generate_request(std::string_view body,
+                                                       std::string_view model,
+                                                       std::span<const tensor_config> inputs,
+                                                       bool batching, std::string& infer_json) {
+  infer_json.clear();
+  nlohmann::json j;
+  if (status s = detail::parse_generate_body(body, j); !s.ok()) {
+    return s;
+  }
+  detail::generate_plan plan;
+  if (status s = detail::plan_generate_request(j, model, inputs, batching, plan); !s.ok()) {
+    return s;
+  }
+  nlohmann::json infer = nlohmann::json::object();
+  if (plan.id != nullptr) {
+    infer["id"] = *plan.id;
+  }
+  if (plan.parameters != nullptr) {
+    infer["parameters"] = *plan.parameters;
+  }
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& in : plan.inputs) {
+    nlohmann::json leaves = nlohmann::json::array();
+    for (std::size_t i = 0; i < in.leaf_count; ++i) {
+      leaves.push_back(*plan.leaves[in.first_leaf + i]);
+    }
+    tensors.push_back({{"name", *in.name},
+                       {"datatype", std::string(to_string(in.type))},
+                       {"shape", in.shape},
                        {"data", std::move(leaves)}});
   }
   infer["inputs"] = std::move(tensors);
   infer_json = infer.dump();
   return {};
 }
+
+/// Decodes a generate request `body` for the model `model` (its config's inputs and whether it
+/// batches) into `out`, as decode_infer_request decodes the infer request that
+/// translate_generate_request makes of it: the same result and the same errors, from one parse
+/// of the body. Every error is invalid_argument (resource_exhausted if memory runs out).
+[[nodiscard]] SERVEKIT_SERVER_DECL status decode_generate_request(
+    std::string_view body, std::string_view model, std::span<const tensor_config> inputs,
+    bool batching, decoded_infer_request& out);
 
 /// Writes the generate response for a successful `r` into `out` (cleared first):
 /// {"model_name","model_version" (a string),"id" (when set),<output name>: value...}; an output
@@ -238,3 +312,7 @@ inline status encode_generate_response(const servekit::response& r, std::string_
 }
 
 } // namespace servekit::http
+
+#if defined(SERVEKIT_HEADER_ONLY)
+#include <servekit/http/impl/generate_request.ipp>
+#endif

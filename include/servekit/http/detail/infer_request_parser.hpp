@@ -6,7 +6,9 @@
 /// Its member functions are defined in detail/impl/infer_request_parser_events.ipp (the SAX
 /// events: keys, values, arrays and objects) and detail/impl/infer_request_parser_tensors.ipp
 /// (an input or output finished: checks and the tensor built), compiled into servekit::server
-/// (core/detail/server_tier.hpp). Only the decoder's implementation includes this header.
+/// (core/detail/server_tier.hpp). Only the decoders' implementations (http/impl/kserve_request.ipp,
+/// http/impl/generate_request.ipp) include this header, and bench/bench_json_decode.cpp, which
+/// feeds it from simdjson.
 
 #include <servekit/core/buffer.hpp>
 #include <servekit/core/bytes.hpp>
@@ -27,7 +29,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -320,6 +324,36 @@ private:
   pending_output output_;
   std::size_t output_index_ = 0;
 };
+
+/// The frame shared by the decoders that drive infer_request_parser (decode_infer_request,
+/// decode_generate_request): `feed(parser, scratch)` sends the parser its events and returns false
+/// once one was refused; the parser's first error, or the memory error, is the result. The
+/// calling thread's scratch is cleared before and after, and trimmed after.
+template <class Feed>
+[[nodiscard]] status decode_with_parser(decoded_infer_request& out,
+                                        std::span<const std::byte> binary, Feed&& feed) {
+  auto& scratch = thread_decode_scratch();
+  scratch.clear();
+  status result;
+  try {
+    out.request.inputs.reserve(4);
+    infer_request_parser parser{scratch, out, binary};
+    const bool fed = std::forward<Feed>(feed)(parser, scratch);
+    if (!fed || parser.failed() || !parser.finish()) {
+      result = parser.take_error();
+      if (result.ok()) {
+        result = invalid_argument("failed to parse the request JSON");
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    result = resource_exhausted("out of memory while decoding the request");
+  } catch (const std::exception& e) {
+    result = invalid_argument(fmt::format("failed to decode the request: {}", e.what()));
+  }
+  scratch.clear();
+  scratch.trim();
+  return result;
+}
 
 } // namespace servekit::http::detail
 

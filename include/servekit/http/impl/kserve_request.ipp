@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// decode_infer_request (http/kserve_request.hpp): the body split into its JSON header and binary
-/// data, then json_reader driving infer_request_parser over the JSON with the per-thread scratch.
+/// data, then json_reader driving infer_request_parser over the JSON with the per-thread scratch
+/// (detail::decode_with_parser).
 
 #include <servekit/core/detail/server_tier.hpp>
 #include <servekit/core/request.hpp>
@@ -14,8 +15,6 @@
 #include <fmt/format.h>
 
 #include <cstddef>
-#include <exception>
-#include <new>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -45,28 +44,11 @@ SERVEKIT_SERVER_DECL status decode_infer_request(std::string_view body,
     binary = std::as_bytes(std::span{body.data(), body.size()}).subspan(*json_header_length);
   }
 
-  auto& scratch = detail::thread_decode_scratch();
-  scratch.clear();
-  status result;
-  try {
-    out.request.inputs.reserve(4);
-    detail::infer_request_parser parser{scratch, out, binary};
-    detail::json_reader<detail::infer_request_parser> reader{json, parser, scratch.unescaped};
-    const bool parsed = reader.parse();
-    if (!parsed || parser.failed() || !parser.finish()) {
-      result = parser.take_error();
-      if (result.ok()) {
-        result = invalid_argument("failed to parse the request JSON");
-      }
-    }
-  } catch (const std::bad_alloc&) {
-    result = resource_exhausted("out of memory while decoding the request");
-  } catch (const std::exception& e) {
-    result = invalid_argument(fmt::format("failed to decode the request: {}", e.what()));
-  }
-  scratch.clear();
-  scratch.trim();
-  return result;
+  return detail::decode_with_parser(
+      out, binary, [json](detail::infer_request_parser& parser, detail::decode_scratch& scratch) {
+        detail::json_reader<detail::infer_request_parser> reader{json, parser, scratch.unescaped};
+        return reader.parse();
+      });
 }
 
 } // namespace servekit::http

@@ -179,7 +179,6 @@ private:
     std::chrono::steady_clock::time_point started{};
     std::string head; ///< the response's status line and headers, reused
 
-    std::string generate_json; ///< the generate request translated into a KServe infer request
     // generate_stream's output: chunks written one after the other.
     std::deque<std::string> stream_queue;
     bool stream_writing = false;

@@ -25,7 +25,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <optional>
 #include <string>
 
 namespace servekit::http {
@@ -41,12 +40,12 @@ SERVEKIT_SERVER_DECL void session::generate_sink::operator()(response&& r) {
 }
 
 /// POST .../generate (`stream` false) and .../generate_stream (`stream` true). The flat
-/// request becomes a KServe infer request (generate_codec.hpp), decoded and checked as /infer
-/// checks it. /generate answers with one JSON object: the model's only response (a decoupled
-/// model sending more than one gets 400 naming /generate_stream, as Triton refuses); an empty
-/// final response adds nothing. /generate_stream answers with server-sent events, one per
-/// response, chunked, written as the responses arrive; an error after the first event is an
-/// event {"error": "..."}, an error before it is an ordinary error reply.
+/// request is decoded as the KServe infer request it stands for (generate_codec.hpp), checked as
+/// /infer checks it, from one parse of the body. /generate answers with one JSON object: the
+/// model's only response (a decoupled model sending more than one gets 400 naming /generate_stream,
+/// as Triton refuses); an empty final response adds nothing. /generate_stream answers with
+/// server-sent events, one per response, chunked, written as the responses arrive; an error after
+/// the first event is an event {"error": "..."}, an error before it is an ordinary error reply.
 SERVEKIT_SERVER_DECL void session::handle_generate(bool stream) {
   handoff_.model = server_.models().find(on_strand_.route.model, on_strand_.route.version);
   if (!handoff_.model) {
@@ -54,14 +53,9 @@ SERVEKIT_SERVER_DECL void session::handle_generate(bool stream) {
     return;
   }
   const model_ref ref = handoff_.model->model();
-  if (status s = translate_generate_request(on_strand_.parser->get().body(),
-                                            handoff_.model->config().name, ref.inputs(),
-                                            ref.max_batch_size() > 0, on_strand_.generate_json);
-      !s.ok()) {
-    reply_error(http_status_for(s.code()), s.message());
-    return;
-  }
-  if (status s = decode_infer_request(on_strand_.generate_json, std::nullopt, handoff_.decoded);
+  if (status s =
+          decode_generate_request(on_strand_.parser->get().body(), handoff_.model->config().name,
+                                  ref.inputs(), ref.max_batch_size() > 0, handoff_.decoded);
       !s.ok()) {
     reply_error(http_status_for(s.code()), s.message());
     return;
