@@ -27,7 +27,10 @@
 //
 // Prints human-readable lines; --json prints every figure as one JSON object on the last line.
 // --quick: fewer rounds (the smoke test). See docs/benchmarks.md, "JSON decoding".
-#include "bench_support.hpp"
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/report.hpp"
 
 #include <servekit/core/buffer.hpp>
 #include <servekit/core/data_type.hpp>
@@ -893,7 +896,7 @@ std::array<double, decoder_count> time_case(decoders& d, const std::string& body
   }
   std::array<double, decoder_count> median{};
   for (std::size_t which = 0; which < decoder_count; ++which) {
-    median[which] = bench_support::median(ns[which]);
+    median[which] = servekit_bench::median(ns[which]);
   }
   return median;
 }
@@ -903,25 +906,17 @@ std::array<double, decoder_count> time_case(decoders& d, const std::string& body
 int main(int argc, char** argv) {
   bool json = false;
   bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a{argv[i]};
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--quick") {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: bench_json_decode [--quick] [--json]\n");
-      return 2;
-    }
-  }
-  std::string figures;
-  const auto figure = [&](const std::string& name, double value) {
-    std::printf("%-36s %14.3f\n", name.c_str(), value);
-    figures += fmt::format("{}\"{}\": {:.3f}", figures.empty() ? "" : ", ", name, value);
+  servekit_bench::command_line{"bench_json_decode"}
+      .json(json)
+      .quick(quick, "fewer rounds (the smoke test)")
+      .parse(argc, argv);
+  servekit_bench::report figures{"{:.3f}"};
+  const auto figure = [&figures](const std::string& name, double value) {
+    figures.row(name, value);
   };
-  std::printf("bench_json_decode  cpu: %s  load: %.2f  simdjson %d.%d.%d (%s)\n",
-              bench_support::cpu_model().c_str(), bench_support::load_average(),
-              simdjson::SIMDJSON_VERSION_MAJOR, simdjson::SIMDJSON_VERSION_MINOR,
+  const servekit_bench::machine host;
+  std::printf("bench_json_decode  cpu: %s  load: %.2f  simdjson %d.%d.%d (%s)\n", host.cpu.c_str(),
+              host.load, simdjson::SIMDJSON_VERSION_MAJOR, simdjson::SIMDJSON_VERSION_MINOR,
               simdjson::SIMDJSON_VERSION_REVISION,
               simdjson::get_active_implementation()->name().c_str());
 
@@ -1046,7 +1041,7 @@ int main(int argc, char** argv) {
 
   figure("wrong_answers", wrong);
   if (json) {
-    std::printf("{%s}\n", figures.c_str());
+    figures.print_json();
   }
   return wrong == 0 ? 0 : 1;
 }
