@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -34,10 +35,29 @@
 
 namespace {
 
+/// How many sequences ended, per servekit::sequence_end_reason (the hook runs on instance
+/// threads, hence atomics).
+std::array<std::atomic<int>, 4> ended_by_reason{};
+
+/// The backend with the optional hook `sequence_ended`: a sequence left its slot (its END
+/// executed, it idled out, was cancelled, or the model shut down). A backend that keeps
+/// per-sequence resources frees them here; this one counts them.
+struct counting_backend : accumulate::backend {
+  using accumulate::backend::backend;
+
+  void sequence_ended(const servekit::sequence_end& e) {
+    ended_by_reason[static_cast<std::size_t>(e.reason)].fetch_add(1);
+    if (e.reason != servekit::sequence_end_reason::end) {
+      fmt::print("  sequence {} left slot {}: {}\n", e.id.to_string(), e.slot,
+                 servekit::to_string(e.reason));
+    }
+  }
+};
+
 // The strategy is a type; its numbers (and the state, the controls) come from the config.
 template <class Strategy>
 using accumulate_model =
-    servekit::model<accumulate::backend,
+    servekit::model<counting_backend,
                     servekit::sequence_batcher<Strategy, servekit::host_state_store>,
                     servekit::instance_group<2>>;
 
@@ -58,7 +78,7 @@ servekit::request step(const servekit::correlation_id& id, int k, std::int32_t v
 
 template <class Strategy>
 bool run(const char* label, const servekit::model_options& options) {
-  for (auto& n : accumulate::ended_by_reason) {
+  for (auto& n : ended_by_reason) {
     n = 0;
   }
   accumulate_model<Strategy> model{options};
@@ -118,12 +138,10 @@ bool run(const char* label, const servekit::model_options& options) {
   const auto executions = std::max<std::uint64_t>(stats.execution_count, 1);
   fmt::print("{}: {} sequences x {} steps, {} wrong, {} errors\n", label, total_sequences, steps,
              wrong.load(), errors.load());
-  fmt::print(
-      "  {} executions, mean batch size {:.2f} ({:.2f} requests), {} ended by END\n",
-      stats.execution_count, static_cast<double>(elements) / static_cast<double>(executions),
-      static_cast<double>(stats.inference_count) / static_cast<double>(executions),
-      accumulate::ended_by_reason[static_cast<std::size_t>(servekit::sequence_end_reason::end)]
-          .load());
+  fmt::print("  {} executions, mean batch size {:.2f} ({:.2f} requests), {} ended by END\n",
+             stats.execution_count, static_cast<double>(elements) / static_cast<double>(executions),
+             static_cast<double>(stats.inference_count) / static_cast<double>(executions),
+             ended_by_reason[static_cast<std::size_t>(servekit::sequence_end_reason::end)].load());
   return wrong.load() == 0 && errors.load() == 0;
 }
 

@@ -3,6 +3,7 @@
 // held and whose destruction is observed, a non-batching one, one whose constructor throws, a
 // stateful running sum (sequence batching with implicit state), and temporary repositories.
 
+#include "accumulate/accumulate_backend.hpp" // examples/accumulate
 #include "archetypes/gate.hpp"
 #include "archetypes/temp_repository.hpp"
 
@@ -136,29 +137,8 @@ struct failing_backend {
 };
 
 /// OUTPUT = running sum of INPUT over a sequence, kept in implicit state (INPUT_STATE /
-/// OUTPUT_STATE) with a START control, as examples/accumulate.
-struct sum_backend {
-  static constexpr std::int32_t max_batch_size = 8;
-
-  explicit sum_backend(const servekit::instance_context&) {}
-  void execute(servekit::batch& b) {
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      if (!b.sequence(i).ready) {
-        continue;
-      }
-      const servekit::request& r = b.request(i);
-      const std::int32_t value = r.find_input("INPUT")->values<std::int32_t>()[0];
-      const bool start = r.find_input("START")->values<std::int32_t>()[0] == 1;
-      const std::int32_t previous =
-          start ? 0 : r.find_input("INPUT_STATE")->values<std::int32_t>()[0];
-      auto& out = b.response(i);
-      out.add_output("OUTPUT", data_type::int32, {1, 1}).values<std::int32_t>()[0] =
-          previous + value;
-      out.add_output("OUTPUT_STATE", data_type::int32, {1, 1}).values<std::int32_t>()[0] =
-          previous + value;
-    }
-  }
-};
+/// OUTPUT_STATE): examples/accumulate's backend.
+using sum_backend = accumulate::backend;
 
 /// A config.json for sum_backend with the given strategy ("direct" or "oldest").
 inline std::string sum_config(std::string_view strategy) {

@@ -3,6 +3,7 @@
 /// The `execute_delay_ms` model parameter every bundled backend takes: a sleep per execution, so
 /// that batching, queueing and timeouts can be watched from outside the server.
 
+#include <servekit/backend/batch.hpp>
 #include <servekit/backend/instance_context.hpp>
 
 #include <charconv>
@@ -43,5 +44,22 @@ inline void simulate_work(std::chrono::milliseconds delay) {
     std::this_thread::sleep_for(delay);
   }
 }
+
+/// Backend `B` (an example's, written without the parameter) taking `execute_delay_ms`: read when
+/// an instance is built, so a bad value fails the load, and slept before each of B's executions.
+template <class B>
+class with_execute_delay : public B {
+public:
+  explicit with_execute_delay(const servekit::instance_context& context)
+      : B{context}, delay_{execute_delay(context)} {}
+
+  void execute(servekit::batch& b) {
+    simulate_work(delay_);
+    B::execute(b);
+  }
+
+private:
+  std::chrono::milliseconds delay_;
+};
 
 } // namespace servekit_server
