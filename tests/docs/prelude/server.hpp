@@ -7,5 +7,6 @@
 #include "server/backends/accumulate.hpp"
 
 #include <servekit/http.hpp>
+#include <servekit/repository.hpp>
 
 using servekit_server::accumulate_backend;
