@@ -6,7 +6,7 @@
 // holds nothing per sequence, and any instance slot can serve any sequence.
 #pragma once
 
-#include <servekit/servekit.hpp>
+#include <servekit/backend.hpp>
 
 #include <fmt/format.h>
 

@@ -14,11 +14,11 @@
 struct add_sub_backend {
   // Optional declarations: servekit validates requests against them before queueing.
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT0", servekit::data_type::fp32, {16}},
       {"INPUT1", servekit::data_type::fp32, {16}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT0", servekit::data_type::fp32, {16}},
       {"OUTPUT1", servekit::data_type::fp32, {16}},
   };

@@ -20,9 +20,10 @@ static_assert(minimal::inputs.empty() && minimal::outputs.empty());
 struct declared {
   static constexpr std::int32_t max_batch_size = 16;
   static constexpr bool decoupled = true;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::int32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::int32, {-1}},
-                                                      {"LEN", servekit::data_type::int64, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IN", servekit::data_type::int32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::int32, {-1}}, {"LEN", servekit::data_type::int64, {1}}};
   explicit declared(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
@@ -61,7 +62,7 @@ struct servekit::backend_traits<third_party> {
   static constexpr std::int32_t max_batch_size = 4;
   static constexpr bool batching = true;
   static constexpr bool decoupled = false;
-  static constexpr std::span<const tensor_spec> inputs{};
-  static constexpr std::span<const tensor_spec> outputs{};
+  static constexpr std::span<const tensor_declaration> inputs{};
+  static constexpr std::span<const tensor_declaration> outputs{};
 };
 static_assert(servekit::backend_traits<third_party>::max_batch_size == 4);

@@ -22,10 +22,10 @@ namespace servekit_server {
 
 class accumulate_backend {
 public:
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT", servekit::data_type::int32, {1}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT", servekit::data_type::int32, {1}},
   };
 

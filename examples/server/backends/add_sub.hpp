@@ -19,11 +19,11 @@ class add_sub_backend {
 public:
   // Any length: the config chooses it ([16] in the bundled model), the request validator checks
   // it. max_batch_size stays undeclared (0): the config decides whether and how much to batch.
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT0", servekit::data_type::fp32, {-1}},
       {"INPUT1", servekit::data_type::fp32, {-1}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT0", servekit::data_type::fp32, {-1}},
       {"OUTPUT1", servekit::data_type::fp32, {-1}},
   };
