@@ -4,6 +4,7 @@
 #include <servekit/backend/backend.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace {
 
@@ -16,6 +17,13 @@ static_assert(minimal::max_batch_size == 0);
 static_assert(minimal::batching);
 static_assert(!minimal::decoupled);
 static_assert(minimal::inputs.empty() && minimal::outputs.empty());
+
+// Backends written against the old name still compile (with a deprecation warning).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+using old_name = servekit::tensor_spec; // deprecated alias of tensor_declaration
+#pragma GCC diagnostic pop
+static_assert(std::is_same_v<old_name, servekit::tensor_declaration>);
 
 struct declared {
   static constexpr std::int32_t max_batch_size = 16;
