@@ -36,8 +36,8 @@ using servekit::shape;
 
 struct identity_backend {
   static constexpr std::int32_t max_batch_size = 32;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT0", data_type::fp32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT0", data_type::fp32, {-1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT0", data_type::fp32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUTPUT0", data_type::fp32, {-1}}};
   explicit identity_backend(const servekit::instance_context&) {}
   void execute(servekit::batch& b) {
     for (std::size_t i = 0; i < b.size(); ++i) {

@@ -62,10 +62,10 @@ constexpr std::size_t elements_per_request = 16;
 /// Triton's identity model: OUTPUT0 = INPUT0, FP32 [16], batching up to 32.
 struct identity_backend {
   static constexpr std::int32_t max_batch_size = max_batch;
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT0", servekit::data_type::fp32, {static_cast<std::int64_t>(elements_per_request)}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT0", servekit::data_type::fp32, {static_cast<std::int64_t>(elements_per_request)}},
   };
 
@@ -95,7 +95,7 @@ sleep_probe the_sleep_probe;
 /// Batch latency 1000 us + 20 us per element, by sleeping until the batch's deadline.
 struct sleeping_backend {
   static constexpr std::int32_t max_batch_size = max_batch;
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT0", servekit::data_type::fp32, {static_cast<std::int64_t>(elements_per_request)}},
   };
 

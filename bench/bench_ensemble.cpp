@@ -77,10 +77,10 @@ constexpr auto batch_latency = 200us;
 
 // -- the backends -----------------------------------------------------------------------------
 
-constexpr servekit::tensor_spec tiny_input[] = {
+constexpr servekit::tensor_declaration tiny_input[] = {
     {"INPUT0", servekit::data_type::fp32, {static_cast<std::int64_t>(elements_per_request)}},
 };
-constexpr servekit::tensor_spec tiny_output[] = {
+constexpr servekit::tensor_declaration tiny_output[] = {
     {"OUTPUT0", servekit::data_type::fp32, {static_cast<std::int64_t>(elements_per_request)}},
 };
 
@@ -96,8 +96,8 @@ void copy_through(servekit::batch& b) {
 /// Does nothing but copy its tiny input to its output.
 struct null_backend {
   static constexpr std::int32_t max_batch_size = batched_max_batch;
-  static constexpr std::span<const servekit::tensor_spec> inputs{tiny_input};
-  static constexpr std::span<const servekit::tensor_spec> outputs{tiny_output};
+  static constexpr std::span<const servekit::tensor_declaration> inputs{tiny_input};
+  static constexpr std::span<const servekit::tensor_declaration> outputs{tiny_output};
 
   explicit null_backend(const servekit::instance_context&) {}
 
@@ -108,8 +108,8 @@ struct null_backend {
 template <std::int64_t LatencyUs>
 struct sleeping_backend {
   static constexpr std::int32_t max_batch_size = batched_max_batch;
-  static constexpr std::span<const servekit::tensor_spec> inputs{tiny_input};
-  static constexpr std::span<const servekit::tensor_spec> outputs{tiny_output};
+  static constexpr std::span<const servekit::tensor_declaration> inputs{tiny_input};
+  static constexpr std::span<const servekit::tensor_declaration> outputs{tiny_output};
 
   explicit sleeping_backend(const servekit::instance_context&) {}
 

@@ -152,10 +152,10 @@ gpu_timeline* the_timeline = nullptr;
 /// gpu_observer), for the scheduler_share figure. Same tensors, same placement rule.
 class timed_mlp_backend {
 public:
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT0", servekit::data_type::fp32, {-1}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT0", servekit::data_type::fp32, {-1}},
   };
   [[nodiscard]] static int device_count() noexcept { return mlp_backend::device_count(); }

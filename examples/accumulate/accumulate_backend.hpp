@@ -21,10 +21,10 @@ namespace accumulate {
 
 struct backend {
   // The batch size is left to the config (max_batch_size undeclared: 0).
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT", servekit::data_type::int32, {1}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT", servekit::data_type::int32, {1}},
   };
 

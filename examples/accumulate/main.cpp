@@ -9,7 +9,10 @@
 #include "accumulate_backend.hpp"
 
 #include <servekit/config.hpp>
-#include <servekit/servekit.hpp>
+#include <servekit/core.hpp>
+#include <servekit/runtime.hpp>
+#include <servekit/schedule.hpp>
+#include <servekit/state.hpp>
 
 #include <fmt/format.h>
 

@@ -21,11 +21,11 @@ template <std::int64_t Length, std::int32_t MaxBatchSize>
 struct basic_add_sub_backend {
   // Optional declarations: servekit validates requests against them before queueing.
   static constexpr std::int32_t max_batch_size = MaxBatchSize;
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT0", servekit::data_type::fp32, {Length}},
       {"INPUT1", servekit::data_type::fp32, {Length}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT0", servekit::data_type::fp32, {Length}},
       {"OUTPUT1", servekit::data_type::fp32, {Length}},
   };

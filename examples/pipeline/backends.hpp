@@ -5,12 +5,12 @@
 //   classify:   FORMATTED_IMAGE FP32 [16]  -> CLASSIFICATION_OUTPUT FP32 [4]  (sum per quarter)
 //   segment:    FORMATTED_IMAGE FP32 [16]  -> SEGMENTATION_OUTPUT UINT8 [16]  (1 where > 0.5)
 //
-// Each backend declares its tensors with `static constexpr servekit::tensor_spec`: servekit
+// Each backend declares its tensors with `static constexpr servekit::tensor_declaration`: servekit
 // validates requests against them, and the compile-time ensemble checks its wiring (names,
 // data types, dims) against them when main.cpp compiles.
 #pragma once
 
-#include <servekit/servekit.hpp>
+#include <servekit/backend.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -27,9 +27,9 @@ inline std::int64_t rows(const servekit::tensor& t) { return t.shape[0]; }
 
 struct preprocess_backend {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"RAW_IMAGE", servekit::data_type::uint8, {pixels}}};
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"PREPROCESSED_OUTPUT", servekit::data_type::fp32, {pixels}}};
 
   explicit preprocess_backend(const servekit::instance_context&) {}
@@ -51,9 +51,9 @@ struct preprocess_backend {
 
 struct classify_backend {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"FORMATTED_IMAGE", servekit::data_type::fp32, {pixels}}};
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"CLASSIFICATION_OUTPUT", servekit::data_type::fp32, {classes}}};
 
   explicit classify_backend(const servekit::instance_context&) {}
@@ -79,9 +79,9 @@ struct classify_backend {
 
 struct segment_backend {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"FORMATTED_IMAGE", servekit::data_type::fp32, {pixels}}};
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"SEGMENTATION_OUTPUT", servekit::data_type::uint8, {pixels}}};
 
   explicit segment_backend(const servekit::instance_context&) {}

@@ -15,7 +15,11 @@
 #include "backends.hpp"
 
 #include <servekit/config.hpp>
-#include <servekit/servekit.hpp>
+#include <servekit/core.hpp>
+#include <servekit/ensemble.hpp>
+#include <servekit/metrics.hpp>
+#include <servekit/runtime.hpp>
+#include <servekit/schedule.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -10,7 +10,8 @@
 #include "repeat_backend.hpp"
 
 #include <servekit/config.hpp>
-#include <servekit/servekit.hpp>
+#include <servekit/core.hpp>
+#include <servekit/runtime.hpp>
 
 #include <fmt/format.h>
 

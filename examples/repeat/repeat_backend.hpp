@@ -33,11 +33,12 @@ namespace repeat {
 class backend {
 public:
   static constexpr bool decoupled = true;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::int32, {-1}},
-                                                     {"DELAY", servekit::data_type::uint32, {-1}},
-                                                     {"WAIT", servekit::data_type::uint32, {1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::int32, {1}},
-                                                      {"IDX", servekit::data_type::uint32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IN", servekit::data_type::int32, {-1}},
+      {"DELAY", servekit::data_type::uint32, {-1}},
+      {"WAIT", servekit::data_type::uint32, {1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::int32, {1}}, {"IDX", servekit::data_type::uint32, {1}}};
 
   explicit backend(const servekit::instance_context& context)
       : send_final_{context.parameter("send_final").value_or("true") != "false"}, worker_{[this] {

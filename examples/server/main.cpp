@@ -50,7 +50,7 @@ int main(int argc, char** argv) try {
                                     servekit::http::make_model_environment(flags)};
   for (const auto& m : models.load_all()) {
     const auto loaded = models.find(m.name, m.version);
-    const std::string detail = loaded ? " (" + describe(loaded->config()) + ")" : ": " + m.reason;
+    const std::string detail = loaded ? " (" + describe(loaded->options()) + ")" : ": " + m.reason;
     // Version 0: the config could not be read, so the version is unknown.
     const std::string version = m.version > 0 ? fmt::format(" version {}", m.version) : "";
     fmt::print("model '{}'{}: {}{}\n", m.name, version, to_string(m.state), detail);

@@ -9,4 +9,4 @@
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/request_validator.hpp>
 #include <servekit/backend/sequence_controls.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>

@@ -17,8 +17,8 @@ namespace {
 
 struct doubler {
   static constexpr std::int32_t max_batch_size = 4;
-  static constexpr servekit::tensor_spec inputs[] = {{"X", servekit::data_type::fp32, {2}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"Y", servekit::data_type::fp32, {2}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"X", servekit::data_type::fp32, {2}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"Y", servekit::data_type::fp32, {2}}};
 
   explicit doubler(const servekit::instance_context&) {}
 

@@ -4,15 +4,17 @@
 #include <servekit/runtime/model.hpp>
 
 struct merge_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::fp32, {4}},
-                                                     {"STATE_IN", servekit::data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IN", servekit::data_type::fp32, {4}}, {"STATE_IN", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::fp32, {4}}};
   explicit merge_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
 struct update_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::fp32, {4}}};
   explicit update_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };

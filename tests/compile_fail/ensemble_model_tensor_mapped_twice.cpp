@@ -4,8 +4,9 @@
 #include <servekit/runtime/model.hpp>
 
 struct classify_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::fp32, {4}}};
   explicit classify_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };

@@ -4,14 +4,17 @@
 #include <servekit/runtime/model.hpp>
 
 struct preprocess_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::fp32, {4}}};
   explicit preprocess_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
 struct classify_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::int32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IN", servekit::data_type::int32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::fp32, {4}}};
   explicit classify_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };

@@ -4,9 +4,10 @@
 #include <servekit/runtime/model.hpp>
 
 struct segment_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IMAGE", servekit::data_type::fp32, {4}},
-                                                     {"MASK", servekit::data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IMAGE", servekit::data_type::fp32, {4}}, {"MASK", servekit::data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::fp32, {4}}};
   explicit segment_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };

@@ -4,9 +4,9 @@
 #include <servekit/runtime/model.hpp>
 
 struct classify_backend {
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"FORMATTED_IMAGE", servekit::data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"CLASSIFICATION_OUTPUT", servekit::data_type::fp32, {4}}};
   explicit classify_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}

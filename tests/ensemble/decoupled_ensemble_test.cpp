@@ -38,8 +38,8 @@ template <servekit::fixed_string In, servekit::fixed_string Out, int Step>
 struct stream_backend {
   static constexpr bool decoupled = true;
   static constexpr std::int32_t max_batch_size = 0;
-  static constexpr servekit::tensor_spec inputs[] = {{In.view(), data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{Out.view(), data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{In.view(), data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{Out.view(), data_type::fp32, {4}}};
 
   static inline std::atomic<int> count{3};           // NOLINT: test-only
   static inline std::atomic<bool> fail_final{false}; // NOLINT: test-only
@@ -71,9 +71,9 @@ struct stream_backend {
 /// SUM = A + B, element-wise (to read a streamed tensor and a per-request one together).
 struct add_backend {
   static constexpr std::int32_t max_batch_size = 0;
-  static constexpr servekit::tensor_spec inputs[] = {{"A", data_type::fp32, {4}},
-                                                     {"B", data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"SUM", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"A", data_type::fp32, {4}},
+                                                            {"B", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"SUM", data_type::fp32, {4}}};
   explicit add_backend(const servekit::instance_context&) {}
   void execute(servekit::batch& b) {
     for (std::size_t i = 0; i < b.size(); ++i) {

@@ -29,8 +29,8 @@ using servekit::find_problem;
 using servekit::shape;
 using servekit::step_description;
 using servekit::tensor_config;
+using servekit::tensor_declaration;
 using servekit::tensor_mapping;
-using servekit::tensor_spec;
 using servekit::detail::batch_adaptation;
 using servekit::detail::build_plan;
 using servekit::detail::composing_model_info;
@@ -44,13 +44,13 @@ constexpr std::size_t npos = ensemble_problem::npos;
 // Hand-built graphs. Most are a two-step chain, IMAGE -> pre -> "mid" -> cls -> RESULT, with one
 // thing changed; the arrays live at namespace scope so that their spans are constant.
 // ---------------------------------------------------------------------------------------------
-constexpr tensor_spec fp32_in[] = {{"IN", data_type::fp32, {4}}};
-constexpr tensor_spec fp32_out[] = {{"OUT", data_type::fp32, {4}}};
-constexpr tensor_spec int32_in[] = {{"IN", data_type::int32, {4}}};
-constexpr tensor_spec fp32_in_5[] = {{"IN", data_type::fp32, {5}}};
-constexpr tensor_spec in_and_mask[] = {{"IN", data_type::fp32, {4}},
-                                       {"MASK", data_type::fp32, {4}}};
-constexpr tensor_spec in_and_optional_mask[] = {
+constexpr tensor_declaration fp32_in[] = {{"IN", data_type::fp32, {4}}};
+constexpr tensor_declaration fp32_out[] = {{"OUT", data_type::fp32, {4}}};
+constexpr tensor_declaration int32_in[] = {{"IN", data_type::int32, {4}}};
+constexpr tensor_declaration fp32_in_5[] = {{"IN", data_type::fp32, {5}}};
+constexpr tensor_declaration in_and_mask[] = {{"IN", data_type::fp32, {4}},
+                                              {"MASK", data_type::fp32, {4}}};
+constexpr tensor_declaration in_and_optional_mask[] = {
     {"IN", data_type::fp32, {4}}, {"MASK", data_type::fp32, {4}, false, /*optional=*/true}};
 
 constexpr std::string_view image[] = {"IMAGE"};
@@ -68,8 +68,8 @@ constexpr tensor_mapping out_to_result[] = {{"OUT", "RESULT"}};
 /// A step with every field given (aggregate initialisation would warn about the defaulted ones).
 constexpr step_description make_step(std::string_view model, std::span<const tensor_mapping> reads,
                                      std::span<const tensor_mapping> writes,
-                                     std::span<const tensor_spec> inputs,
-                                     std::span<const tensor_spec> outputs,
+                                     std::span<const tensor_declaration> inputs,
+                                     std::span<const tensor_declaration> outputs,
                                      batch_dim batching = batch_dim::unknown,
                                      bool decoupled = false) {
   return {.model = model,
@@ -82,11 +82,11 @@ constexpr step_description make_step(std::string_view model, std::span<const ten
 }
 
 /// An ensemble with every field given; it declares nothing of its own unless told.
-constexpr ensemble_description make_graph(std::span<const std::string_view> inputs,
-                                          std::span<const std::string_view> outputs,
-                                          std::span<const step_description> steps,
-                                          std::span<const tensor_spec> declared_inputs = {},
-                                          std::span<const tensor_spec> declared_outputs = {}) {
+constexpr ensemble_description
+make_graph(std::span<const std::string_view> inputs, std::span<const std::string_view> outputs,
+           std::span<const step_description> steps,
+           std::span<const tensor_declaration> declared_inputs = {},
+           std::span<const tensor_declaration> declared_outputs = {}) {
   return {.inputs = inputs,
           .outputs = outputs,
           .steps = steps,
@@ -208,7 +208,8 @@ static_assert(problem.peer_step == 0 && problem.peer_mapping == 0);
 
 namespace step_writes_an_input {
 constexpr tensor_mapping writes[] = {{"OUT", "RESULT"}, {"AUX", "IMAGE"}};
-constexpr tensor_spec outs[] = {{"OUT", data_type::fp32, {4}}, {"AUX", data_type::fp32, {4}}};
+constexpr tensor_declaration outs[] = {{"OUT", data_type::fp32, {4}},
+                                       {"AUX", data_type::fp32, {4}}};
 constexpr step_description steps[] = {make_step("pre", in_from_image, writes, fp32_in, outs)};
 constexpr ensemble_description d = make_graph(image, result, steps);
 constexpr ensemble_problem problem = find_problem(d);
@@ -219,7 +220,7 @@ static_assert(problem.peer == ensemble_peer::ensemble_input && problem.peer_step
 
 namespace unprovided {
 constexpr tensor_mapping reads[] = {{"FORMATTED_IMAGE", "preprocessed_image"}};
-constexpr tensor_spec formatted[] = {{"FORMATTED_IMAGE", data_type::fp32, {4}}};
+constexpr tensor_declaration formatted[] = {{"FORMATTED_IMAGE", data_type::fp32, {4}}};
 constexpr step_description steps[] = {
     make_step("preprocess", in_from_image, out_to_mid, fp32_in, fp32_out),
     make_step("classify", reads, out_to_result, formatted, fp32_out)};
@@ -275,7 +276,7 @@ static_assert(problem.peer_mapping == 0);
 } // namespace type_between_steps
 
 namespace type_of_declared_input {
-constexpr tensor_spec declared[] = {{"IMAGE", data_type::int32, {4}}};
+constexpr tensor_declaration declared[] = {{"IMAGE", data_type::int32, {4}}};
 constexpr step_description steps[] = {pre, cls};
 constexpr ensemble_description d = make_graph(image, result, steps, declared, {});
 constexpr ensemble_problem problem = find_problem(d);
@@ -285,7 +286,7 @@ static_assert(problem.peer == ensemble_peer::ensemble_input);
 } // namespace type_of_declared_input
 
 namespace type_of_declared_output {
-constexpr tensor_spec declared[] = {{"RESULT", data_type::fp16, {4}}};
+constexpr tensor_declaration declared[] = {{"RESULT", data_type::fp16, {4}}};
 constexpr step_description steps[] = {pre, cls};
 constexpr ensemble_description d = make_graph(image, result, steps, {}, declared);
 constexpr ensemble_problem problem = find_problem(d);
@@ -318,8 +319,8 @@ static_assert(problem.peer == ensemble_peer::step && problem.peer_step == 0);
 
 namespace batch_dims {
 // pre batches and writes [4]; flat does not batch and reads [-1, 4] (or [4]).
-constexpr tensor_spec any_by_4_in[] = {{"IN", data_type::fp32, {-1, 4}}};
-constexpr tensor_spec any_by_4_out[] = {{"OUT", data_type::fp32, {-1, 4}}};
+constexpr tensor_declaration any_by_4_in[] = {{"IN", data_type::fp32, {-1, 4}}};
+constexpr tensor_declaration any_by_4_out[] = {{"OUT", data_type::fp32, {-1, 4}}};
 constexpr step_description batching_pre =
     make_step("pre", in_from_image, out_to_mid, fp32_in, fp32_out, batch_dim::present);
 constexpr step_description flat =

@@ -553,9 +553,9 @@ TEST_F(Pipeline, AnEnsembleIsAStepOfAnotherEnsemble) {
 /// A running sum kept as implicit state by the sequence batcher: OUT = IN + state.
 struct running_sum {
   static constexpr std::int32_t max_batch_size = 4;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", data_type::fp32, {4}},
-                                                      {"OUT_STATE", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUT", data_type::fp32, {4}},
+                                                             {"OUT_STATE", data_type::fp32, {4}}};
   static inline std::vector<servekit::request> seen; // NOLINT: test-only
   static inline std::mutex seen_mutex;               // NOLINT: test-only
 

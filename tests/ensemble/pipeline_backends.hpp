@@ -25,8 +25,8 @@ template <class Op, servekit::fixed_string In, servekit::fixed_string Out,
           std::int32_t MaxBatch = 8>
 struct unary_backend {
   static constexpr std::int32_t max_batch_size = MaxBatch;
-  static constexpr servekit::tensor_spec inputs[] = {{In.view(), data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{Out.view(), data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{In.view(), data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{Out.view(), data_type::fp32, {4}}};
 
   static inline std::function<void(servekit::batch&)> before; // NOLINT: test-only
   static inline std::function<void(servekit::batch&)> after;  // NOLINT: test-only

@@ -83,8 +83,10 @@ gate& repeat_gate() {
 class test_repeat_backend {
 public:
   static constexpr bool decoupled = true;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::int32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IN", servekit::data_type::int32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::int32, {1}}};
 
   explicit test_repeat_backend(const servekit::instance_context&) {}
 
@@ -130,8 +132,10 @@ held_senders& held() {
 class test_hold_backend {
 public:
   static constexpr bool decoupled = true;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::int32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IN", servekit::data_type::int32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::int32, {1}}};
 
   explicit test_hold_backend(const servekit::instance_context&) {}
 
@@ -177,7 +181,7 @@ public:
       : repository_{files_.root(), test_backends{}} {
     write_test_models(files_);
     for (const auto& e : repository_.load_all()) {
-      EXPECT_EQ(e.state, servekit::model_state::ready) << e.name << ": " << e.reason;
+      EXPECT_EQ(e.state, servekit::model_ready_state::ready) << e.name << ": " << e.reason;
     }
     servekit::http::server_options options;
     options.host = "127.0.0.1";

@@ -220,7 +220,7 @@ TEST(ServerE2E, BundledRepositoryLoadsReady) {
   std::vector<std::string> names;
   for (const auto& e : s.load_index()) {
     names.push_back(e.name);
-    EXPECT_EQ(e.state, servekit::model_state::ready) << e.name << ": " << e.reason;
+    EXPECT_EQ(e.state, servekit::model_ready_state::ready) << e.name << ": " << e.reason;
     if (e.name != "add_sub_versions") { // versions 1 and 2 (version_policy all)
       EXPECT_EQ(e.version, 1) << e.name;
     }

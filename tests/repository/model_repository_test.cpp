@@ -21,7 +21,7 @@
 namespace {
 
 using namespace repository_tests;
-using servekit::model_state;
+using servekit::model_ready_state;
 using servekit::named_backend;
 using servekit::status_code;
 
@@ -96,7 +96,7 @@ TEST_F(Repository, LoadAllLoadsEveryModelSortedByName) {
   servekit::model_repository repo{dir.root(), backends{}};
   const auto index = repo.load_all();
   ASSERT_EQ(index.size(), 3U);
-  EXPECT_EQ(index[0], (servekit::model_index_entry{"a_batched", 1, model_state::ready, ""}));
+  EXPECT_EQ(index[0], (servekit::model_index_entry{"a_batched", 1, model_ready_state::ready, ""}));
   EXPECT_EQ(index[1].name, "b_add");
   EXPECT_EQ(index[2].name, "c_sum");
   EXPECT_EQ(repo.index(), index);
@@ -104,12 +104,12 @@ TEST_F(Repository, LoadAllLoadsEveryModelSortedByName) {
 
   const auto ready = repo.ready_models();
   ASSERT_EQ(ready.size(), 3U);
-  EXPECT_EQ(ready[0]->config().name, "a_batched");
-  EXPECT_EQ(ready[2]->config().name, "c_sum");
+  EXPECT_EQ(ready[0]->options().name, "a_batched");
+  EXPECT_EQ(ready[2]->options().name, "c_sum");
 
   const auto m = repo.find("b_add");
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->config().backend, "add");
+  EXPECT_EQ(m->options().backend, "add");
   EXPECT_EQ(m->config_file(), file("b_add"));
   EXPECT_FALSE(m->is_ensemble());
   EXPECT_EQ(m->model().name(), "b_add");
@@ -121,9 +121,9 @@ TEST_F(Repository, LoadAllLoadsEveryModelSortedByName) {
   EXPECT_EQ(repo.find("nope"), nullptr);
   EXPECT_FALSE(repo.status_of("nope"));
   ASSERT_TRUE(repo.status_of("c_sum"));
-  EXPECT_EQ(repo.status_of("c_sum")->state, model_state::ready);
-  EXPECT_EQ(servekit::to_string(model_state::ready), "READY");
-  EXPECT_EQ(servekit::to_string(model_state::unavailable), "UNAVAILABLE");
+  EXPECT_EQ(repo.status_of("c_sum")->state, model_ready_state::ready);
+  EXPECT_EQ(servekit::to_string(model_ready_state::ready), "READY");
+  EXPECT_EQ(servekit::to_string(model_ready_state::unavailable), "UNAVAILABLE");
 }
 
 TEST_F(Repository, EmptyOrMissingRootIsReadyWithNoModels) {
@@ -200,7 +200,7 @@ TEST_F(Repository, UnknownBackendListsTheKnownNames) {
   servekit::model_repository repo{dir.root(), backends{}};
   const auto index = repo.load_all();
   ASSERT_EQ(index.size(), 1U);
-  EXPECT_EQ(index[0].state, model_state::unavailable);
+  EXPECT_EQ(index[0].state, model_ready_state::unavailable);
   EXPECT_EQ(index[0].version, 1);
   EXPECT_EQ(index[0].reason, file("odd").string() +
                                  ": /backend: unknown backend 'nope'; known backends: add, "
@@ -221,12 +221,12 @@ TEST_F(Repository, BadConfigNamesFileAndPathWhileOthersLoad) {
   const auto index = repo.load_all();
   ASSERT_EQ(index.size(), 6U);
   EXPECT_FALSE(repo.all_ready());
-  EXPECT_EQ(repo.status_of("good")->state, model_state::ready);
+  EXPECT_EQ(repo.status_of("good")->state, model_ready_state::ready);
   ASSERT_NE(repo.find("good"), nullptr);
 
   const auto reason = [&](const char* name) {
     const auto entry = repo.status_of(name);
-    EXPECT_TRUE(entry && entry->state == model_state::unavailable) << name;
+    EXPECT_TRUE(entry && entry->state == model_ready_state::unavailable) << name;
     return entry ? entry->reason : std::string{};
   };
   EXPECT_TRUE(contains(reason("bad_type"), file("bad_type").string() + ": /max_batch_size: "))
@@ -257,7 +257,7 @@ TEST_F(Repository, FailingBackendIsUnavailableWithItsMessage) {
   (void)repo.load_all();
   const auto entry = repo.status_of("broken");
   ASSERT_TRUE(entry);
-  EXPECT_EQ(entry->state, model_state::unavailable);
+  EXPECT_EQ(entry->state, model_ready_state::unavailable);
   EXPECT_TRUE(contains(entry->reason, file("broken").string() + ": /instance_group: "))
       << entry->reason;
   EXPECT_TRUE(contains(entry->reason, "no device for this backend")) << entry->reason;
@@ -274,17 +274,17 @@ TEST_F(Repository, LatestVersionFolderIsServed) {
   (void)repo.load_all();
   const auto m = repo.find("versioned");
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->config().version, 10);
+  EXPECT_EQ(m->options().version, 10);
   EXPECT_EQ(m->model().version(), 10);
-  EXPECT_EQ(m->config().directory, (dir.root() / "versioned" / "10").string());
+  EXPECT_EQ(m->options().directory, (dir.root() / "versioned" / "10").string());
   EXPECT_EQ(repo.status_of("versioned")->version, 10);
   EXPECT_EQ(repo.find("versioned", 10), m);
   EXPECT_EQ(repo.find("versioned", 3), nullptr);
 
   const auto plain = repo.find("plain");
   ASSERT_NE(plain, nullptr);
-  EXPECT_EQ(plain->config().version, 1);
-  EXPECT_EQ(plain->config().directory, (dir.root() / "plain").string());
+  EXPECT_EQ(plain->options().version, 1);
+  EXPECT_EQ(plain->options().directory, (dir.root() / "plain").string());
   EXPECT_EQ(repo.find("plain", 1), plain);
 }
 
@@ -294,11 +294,11 @@ TEST_F(Repository, ConfigNameMustMatchTheFolder) {
   dir.write("mismatch", R"({"name": "other", "backend": "add"})");
   servekit::model_repository repo{dir.root(), backends{}};
   (void)repo.load_all();
-  EXPECT_EQ(repo.find("named")->config().name, "named");
-  EXPECT_EQ(repo.find("unnamed")->config().name, "unnamed");
+  EXPECT_EQ(repo.find("named")->options().name, "named");
+  EXPECT_EQ(repo.find("unnamed")->options().name, "unnamed");
   const auto entry = repo.status_of("mismatch");
   ASSERT_TRUE(entry);
-  EXPECT_EQ(entry->state, model_state::unavailable);
+  EXPECT_EQ(entry->state, model_ready_state::unavailable);
   EXPECT_TRUE(contains(entry->reason, file("mismatch").string() + ": /name: ")) << entry->reason;
   EXPECT_TRUE(contains(entry->reason, "'other'")) << entry->reason;
 }
@@ -315,7 +315,7 @@ TEST_F(Repository, EnsemblesLoadInDependencyOrder) {
   const auto pipeline = repo.find("pipeline");
   ASSERT_NE(pipeline, nullptr);
   EXPECT_TRUE(pipeline->is_ensemble());
-  EXPECT_EQ(pipeline->config().platform, "ensemble");
+  EXPECT_EQ(pipeline->options().platform, "ensemble");
   ASSERT_EQ(pipeline->composing_models().size(), 2U);
   EXPECT_EQ(pipeline->composing_models()[0], repo.find("preprocess"));
   auto f = infer(pipeline->model(), ensemble_tests::make_request("IMAGE", 1.0F));
@@ -339,7 +339,7 @@ TEST_F(Repository, EnsembleWithoutItsComposingModelIsUnavailableUntilItLoads) {
   (void)repo.load_all();
   auto entry = repo.status_of("pipeline");
   ASSERT_TRUE(entry);
-  EXPECT_EQ(entry->state, model_state::unavailable);
+  EXPECT_EQ(entry->state, model_ready_state::unavailable);
   EXPECT_TRUE(contains(entry->reason,
                        file("pipeline").string() + ": /ensemble_scheduling/step/1/model_name: "))
       << entry->reason;
@@ -350,7 +350,7 @@ TEST_F(Repository, EnsembleWithoutItsComposingModelIsUnavailableUntilItLoads) {
   // Loading the missing model rebuilds the ensemble waiting for it.
   dir.write("classify", classify_config);
   ASSERT_TRUE(repo.load("classify").ok());
-  EXPECT_EQ(repo.status_of("pipeline")->state, model_state::ready);
+  EXPECT_EQ(repo.status_of("pipeline")->state, model_ready_state::ready);
   ASSERT_NE(repo.find("pipeline"), nullptr);
   EXPECT_TRUE(repo.all_ready());
 }
@@ -392,7 +392,7 @@ TEST_F(Repository, UnloadingAComposingModelMakesTheEnsembleUnavailable) {
   ASSERT_TRUE(repo.unload("classify").ok());
   const auto entry = repo.status_of("pipeline");
   ASSERT_TRUE(entry);
-  EXPECT_EQ(entry->state, model_state::unavailable);
+  EXPECT_EQ(entry->state, model_ready_state::unavailable);
   EXPECT_TRUE(contains(entry->reason, "'classify'")) << entry->reason;
   EXPECT_EQ(repo.find("pipeline"), nullptr);
 
@@ -400,10 +400,10 @@ TEST_F(Repository, UnloadingAComposingModelMakesTheEnsembleUnavailable) {
   ASSERT_TRUE(repo.unload("preprocess").ok());
   ASSERT_TRUE(repo.load("classify").ok());
   ASSERT_TRUE(repo.load("preprocess").ok());
-  EXPECT_EQ(repo.status_of("pipeline")->state, model_state::ready);
+  EXPECT_EQ(repo.status_of("pipeline")->state, model_ready_state::ready);
   ASSERT_TRUE(repo.unload("pipeline").ok());
   ASSERT_TRUE(repo.load("classify").ok());
-  EXPECT_EQ(repo.status_of("pipeline")->state, model_state::unavailable);
+  EXPECT_EQ(repo.status_of("pipeline")->state, model_ready_state::unavailable);
   EXPECT_EQ(repo.status_of("pipeline")->reason, "unloaded");
 }
 
@@ -414,7 +414,7 @@ TEST_F(Repository, UnloadAndLoadAgain) {
   ASSERT_TRUE(repo.unload("add").ok());
   EXPECT_EQ(repo.find("add"), nullptr);
   EXPECT_EQ(repo.status_of("add"),
-            (servekit::model_index_entry{"add", 1, model_state::unavailable, "unloaded"}));
+            (servekit::model_index_entry{"add", 1, model_ready_state::unavailable, "unloaded"}));
   // As Triton: a model unloaded on request does not make the server unready.
   EXPECT_TRUE(repo.all_ready());
   EXPECT_EQ(repo.unload("add").code(), status_code::not_found);
@@ -448,7 +448,7 @@ TEST_F(Repository, LoadErrors) {
   EXPECT_EQ(s.code(), status_code::invalid_argument);
   EXPECT_TRUE(contains(s.message(), file("add").string() + ": /max_batch_size: ")) << s.message();
   EXPECT_EQ(repo.find("add"), serving);
-  EXPECT_EQ(repo.status_of("add")->state, model_state::ready);
+  EXPECT_EQ(repo.status_of("add")->state, model_ready_state::ready);
   dir.write("add", R"({"backend": "failing"})");
   EXPECT_EQ(repo.load("add").code(), status_code::invalid_argument);
   EXPECT_EQ(repo.find("add"), serving);
@@ -462,7 +462,7 @@ TEST_F(Repository, ReloadPicksUpTheNewConfig) {
   dir.add_folder("add", "2");
   ASSERT_TRUE(repo.load("add").ok());
   const auto m = repo.find("add");
-  EXPECT_EQ(m->config().version, 2);
+  EXPECT_EQ(m->options().version, 2);
   auto f = infer(m->model(), add_request(1.0F));
   const auto r = get(f);
   ASSERT_TRUE(r.ok()) << r.status.message();

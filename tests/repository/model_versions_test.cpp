@@ -23,7 +23,7 @@
 namespace {
 
 using namespace repository_tests;
-using servekit::model_state;
+using servekit::model_ready_state;
 using servekit::named_backend;
 using servekit::status_code;
 using servekit::version_policy_options;
@@ -134,8 +134,8 @@ TEST_F(Versions, LatestTwoOfThreeFolders) {
   servekit::model_repository repo{dir.root(), backends{}};
   const auto index = repo.load_all();
   ASSERT_EQ(index.size(), 2U);
-  EXPECT_EQ(index[0], (servekit::model_index_entry{"add", 2, model_state::ready, ""}));
-  EXPECT_EQ(index[1], (servekit::model_index_entry{"add", 3, model_state::ready, ""}));
+  EXPECT_EQ(index[0], (servekit::model_index_entry{"add", 2, model_ready_state::ready, ""}));
+  EXPECT_EQ(index[1], (servekit::model_index_entry{"add", 3, model_ready_state::ready, ""}));
   EXPECT_TRUE(repo.all_ready());
   EXPECT_EQ(repo.versions_of("add"), (versions{2, 3}));
   EXPECT_TRUE(repo.versions_of("nope").empty());
@@ -147,14 +147,14 @@ TEST_F(Versions, LatestTwoOfThreeFolders) {
   EXPECT_EQ(repo.find("add"), v3);
   EXPECT_EQ(repo.find("add", -1), v3);
   EXPECT_EQ(repo.find("add", 1), nullptr);
-  EXPECT_EQ(v2->config().version, 2);
+  EXPECT_EQ(v2->options().version, 2);
   EXPECT_EQ(v2->model().version(), 2);
-  EXPECT_EQ(v2->config().directory, (dir.root() / "add" / "2").string());
-  EXPECT_EQ(v3->config().directory, (dir.root() / "add" / "3").string());
+  EXPECT_EQ(v2->options().directory, (dir.root() / "add" / "2").string());
+  EXPECT_EQ(v3->options().directory, (dir.root() / "add" / "3").string());
   EXPECT_EQ(probe().live.load(), 2); // one instance per version
 
   EXPECT_EQ(repo.status_of("add")->version, 3);
-  EXPECT_EQ(repo.status_of("add", 2)->state, model_state::ready);
+  EXPECT_EQ(repo.status_of("add", 2)->state, model_ready_state::ready);
   EXPECT_FALSE(repo.status_of("add", 1));
   EXPECT_EQ(repo.status_of("add", -1), repo.status_of("add"));
 
@@ -177,7 +177,7 @@ TEST_F(Versions, AllServesEveryVersionFolder) {
   servekit::model_repository repo{dir.root(), backends{}};
   EXPECT_EQ(repo.load_all().size(), 3U);
   EXPECT_EQ(repo.versions_of("add"), (versions{1, 2, 5}));
-  EXPECT_EQ(repo.find("add")->config().version, 5);
+  EXPECT_EQ(repo.find("add")->options().version, 5);
 }
 
 TEST_F(Versions, SpecificWithAMissingVersionFolder) {
@@ -186,9 +186,9 @@ TEST_F(Versions, SpecificWithAMissingVersionFolder) {
   servekit::model_repository repo{dir.root(), backends{}};
   const auto index = repo.load_all();
   ASSERT_EQ(index.size(), 2U);
-  EXPECT_EQ(index[0], (servekit::model_index_entry{"add", 1, model_state::ready, ""}));
+  EXPECT_EQ(index[0], (servekit::model_index_entry{"add", 1, model_ready_state::ready, ""}));
   EXPECT_EQ(index[1].version, 4);
-  EXPECT_EQ(index[1].state, model_state::unavailable);
+  EXPECT_EQ(index[1].state, model_ready_state::unavailable);
   EXPECT_EQ(index[1].reason, file("add").string() +
                                  ": /version_policy/specific/versions/0: version 4 of model 'add' "
                                  "has no version folder '" +
@@ -197,7 +197,7 @@ TEST_F(Versions, SpecificWithAMissingVersionFolder) {
   EXPECT_EQ(repo.versions_of("add"), (versions{1}));
   EXPECT_EQ(repo.find("add", 3), nullptr);
   EXPECT_EQ(repo.find("add", 4), nullptr);
-  EXPECT_EQ(repo.find("add")->config().version, 1);
+  EXPECT_EQ(repo.find("add")->options().version, 1);
   EXPECT_EQ(repo.status_of("add")->version, 1); // the serving version sums it up
   EXPECT_EQ(repo.status_of("add", 4), index[1]);
 
@@ -222,7 +222,7 @@ TEST_F(Versions, OnlyMissingVersionsMakeTheModelUnavailable) {
   const auto entry = repo.status_of("add");
   ASSERT_TRUE(entry);
   EXPECT_EQ(entry->version, 2);
-  EXPECT_EQ(entry->state, model_state::unavailable);
+  EXPECT_EQ(entry->state, model_ready_state::unavailable);
   EXPECT_TRUE(contains(entry->reason, "version 2 of model 'add' has no version folder"))
       << entry->reason;
 }
@@ -235,7 +235,7 @@ TEST_F(Versions, AModelWithoutVersionFoldersServesVersionOne) {
   ASSERT_TRUE(repo.all_ready());
   for (const char* name : {"all", "one"}) {
     EXPECT_EQ(repo.versions_of(name), (versions{1})) << name;
-    EXPECT_EQ(repo.find(name, 1)->config().directory, (dir.root() / name).string()) << name;
+    EXPECT_EQ(repo.find(name, 1)->options().directory, (dir.root() / name).string()) << name;
   }
 }
 
@@ -245,7 +245,7 @@ TEST_F(Versions, BadPolicyNamesTheField) {
   (void)repo.load_all();
   const auto entry = repo.status_of("add");
   ASSERT_TRUE(entry);
-  EXPECT_EQ(entry->state, model_state::unavailable);
+  EXPECT_EQ(entry->state, model_ready_state::unavailable);
   EXPECT_TRUE(
       contains(entry->reason, file("add").string() + ": /version_policy/latest/num_versions"))
       << entry->reason;
@@ -271,7 +271,7 @@ TEST_F(Versions, FailedReloadKeepsServingVersions) {
   EXPECT_EQ(repo.find("add"), v2);
   const auto v3 = repo.status_of("add", 3);
   ASSERT_TRUE(v3);
-  EXPECT_EQ(v3->state, model_state::unavailable);
+  EXPECT_EQ(v3->state, model_ready_state::unavailable);
   EXPECT_TRUE(contains(v3->reason, file("add").string() + ": /instance_group: ")) << v3->reason;
 }
 
@@ -288,10 +288,10 @@ TEST_F(Versions, ReloadRetiresVersionsThatLeaveThePolicy) {
   const auto index = repo.index();
   ASSERT_EQ(index.size(), 3U);
   EXPECT_EQ(index[0],
-            (servekit::model_index_entry{"add", 1, model_state::unavailable, "unloaded"}));
+            (servekit::model_index_entry{"add", 1, model_ready_state::unavailable, "unloaded"}));
   EXPECT_EQ(index[1],
-            (servekit::model_index_entry{"add", 2, model_state::unavailable, "unloaded"}));
-  EXPECT_EQ(index[2], (servekit::model_index_entry{"add", 3, model_state::ready, ""}));
+            (servekit::model_index_entry{"add", 2, model_ready_state::unavailable, "unloaded"}));
+  EXPECT_EQ(index[2], (servekit::model_index_entry{"add", 3, model_ready_state::ready, ""}));
   EXPECT_TRUE(repo.all_ready()); // versions a policy retires do not make the server unready
   repo.wait_retired();
   EXPECT_EQ(probe().live.load(), 1);
@@ -313,11 +313,11 @@ TEST_F(Versions, UnloadUnpublishesEveryVersion) {
   EXPECT_EQ(repo.find("add", 1), nullptr);
   EXPECT_EQ(repo.find("add"), nullptr);
   for (const auto& row : repo.index()) {
-    EXPECT_EQ(row.state, model_state::unavailable);
+    EXPECT_EQ(row.state, model_ready_state::unavailable);
     EXPECT_EQ(row.reason, "unloaded");
   }
   EXPECT_EQ(repo.status_of("add"),
-            (servekit::model_index_entry{"add", 2, model_state::unavailable, "unloaded"}));
+            (servekit::model_index_entry{"add", 2, model_ready_state::unavailable, "unloaded"}));
   EXPECT_TRUE(repo.all_ready());
   EXPECT_EQ(repo.unload("add").code(), status_code::not_found);
   ASSERT_TRUE(repo.load("add").ok());
@@ -365,7 +365,7 @@ TEST_F(Versions, ReloadAddingAVersionUnderLoad) {
         ++missing;
         continue;
       }
-      if (m->config().version == 3) {
+      if (m->options().version == 3) {
         ++from_v3;
       }
       auto once = std::make_shared<std::atomic<int>>(0);
@@ -467,7 +467,7 @@ TEST_F(Versions, EnsembleStepsPickAVersion) {
 
   const auto absent = repo.status_of("absent");
   ASSERT_TRUE(absent);
-  EXPECT_EQ(absent->state, model_state::unavailable);
+  EXPECT_EQ(absent->state, model_ready_state::unavailable);
   EXPECT_TRUE(contains(absent->reason, "/ensemble_scheduling/step/0/model_name: "))
       << absent->reason;
   EXPECT_TRUE(contains(absent->reason, "'preprocess' version 3")) << absent->reason;

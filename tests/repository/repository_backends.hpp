@@ -78,8 +78,8 @@ inline float read_addend(const servekit::instance_context& context) {
 /// OUT = IN + addend (model parameter "addend", default 1), FP32 [4], batches up to 8.
 struct add_backend {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUT", data_type::fp32, {4}}};
 
   explicit add_backend(const servekit::instance_context& context) : addend_{read_addend(context)} {
     ++probe().live;
@@ -115,8 +115,8 @@ private:
 /// The same arithmetic on a backend that must not be batched.
 struct unbatched_backend {
   static constexpr bool batching = false;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUT", data_type::fp32, {4}}};
 
   explicit unbatched_backend(const servekit::instance_context&) {}
   void execute(servekit::batch& b) {

@@ -32,15 +32,15 @@ std::function<void(servekit::batch&)> on_execute; // NOLINT: test-only global
 
 struct streaming_backend {
   static constexpr bool decoupled = true;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", data_type::int32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", data_type::int32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUT", data_type::int32, {1}}};
   explicit streaming_backend(const servekit::instance_context& /*context*/) {}
   void execute(servekit::batch& b) { on_execute(b); }
 };
 
 struct plain_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", data_type::int32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", data_type::int32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUT", data_type::int32, {1}}};
   explicit plain_backend(const servekit::instance_context& /*context*/) {}
   void execute(servekit::batch& /*b*/) {}
 };

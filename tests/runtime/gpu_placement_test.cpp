@@ -130,8 +130,8 @@ told seen; // NOLINT: test-only global
 /// execution, as a backend replaying a CUDA graph of the next larger size would.
 struct gpu_aware_backend {
   static constexpr std::int32_t max_batch_size = 4;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT", data_type::int32, {1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUTPUT", data_type::int32, {1}}};
 
   static int device_count() noexcept { return claimed_gpus.load(); }
 

@@ -33,8 +33,8 @@ std::vector<std::string> take_log() {
 
 struct stateful_backend {
   static constexpr std::int32_t max_batch_size = 4;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", data_type::int32, {1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUT", data_type::int32, {1}}};
 
   struct backend_state {
     backend_state() {

@@ -33,9 +33,9 @@ std::function<void(servekit::batch&)> on_execute; // NOLINT: test-only global
 /// Copies INPUT0 (FP32 [4]) to OUTPUT0 and OUTPUT1 after running the test's hook.
 struct scripted_backend {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT0", data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT0", data_type::fp32, {4}},
-                                                      {"OUTPUT1", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT0", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUTPUT0", data_type::fp32, {4}},
+                                                             {"OUTPUT1", data_type::fp32, {4}}};
 
   explicit scripted_backend(const servekit::instance_context& context) {
     if (context.parameter("fail_to_load")) {

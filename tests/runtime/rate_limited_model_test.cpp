@@ -27,8 +27,8 @@ std::atomic<int> most_at_once{0};
 /// Copies INPUT0 (FP32 [4]) to OUTPUT0, noting how many executions overlap.
 struct counting_backend {
   static constexpr std::int32_t max_batch_size = 4;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT0", data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT0", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT0", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUTPUT0", data_type::fp32, {4}}};
 
   explicit counting_backend(const servekit::instance_context&) {}
 

@@ -29,8 +29,8 @@ std::atomic<int> executions{0}; // NOLINT: test-only global, reset by each test
 /// OUTPUT0 = INPUT0 * 2 (FP32 [4]); an input starting with a negative value fails.
 struct doubler {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT0", data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT0", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT0", data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUTPUT0", data_type::fp32, {4}}};
 
   explicit doubler(const servekit::instance_context&) {}
 
@@ -242,8 +242,8 @@ TEST_F(response_cache_model_test, DecoupledModelsAreRefused) {
 /// A backend for a sequence batcher (never constructed: the configuration is refused first).
 struct sequence_backend {
   static constexpr std::int32_t max_batch_size = 4;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT", data_type::int32, {1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUTPUT", data_type::int32, {1}}};
   explicit sequence_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };

@@ -60,9 +60,9 @@ T scalar(const servekit::tensor& t) {
 /// typed accessors and records where each sequence ran.
 struct accumulator {
   static constexpr std::int32_t max_batch_size = 4;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT", data_type::int32, {1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT", data_type::int32, {1}},
-                                                      {"OUTPUT_STATE", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT", data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUTPUT", data_type::int32, {1}}, {"OUTPUT_STATE", data_type::int32, {1}}};
 
   explicit accumulator(const servekit::instance_context& context)
       : instance{context.instance_index} {}

@@ -25,8 +25,8 @@ using servekit::shape;
 /// batch whose first value is 13, and marks a request whose value is 7 as failed.
 struct unreliable_backend {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {{"INPUT", data_type::fp32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUTPUT", data_type::fp32, {-1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"INPUT", data_type::fp32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUTPUT", data_type::fp32, {-1}}};
 
   explicit unreliable_backend(const servekit::instance_context&) {}
 

@@ -38,8 +38,8 @@ bool serving = false;             // NOLINT: test-only global: set after constru
 
 struct recording_backend {
   static constexpr std::int32_t max_batch_size = 8;
-  static constexpr servekit::tensor_spec inputs[] = {{"X", data_type::fp32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"Y", data_type::fp32, {-1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"X", data_type::fp32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"Y", data_type::fp32, {-1}}};
 
   explicit recording_backend(const servekit::instance_context& context)
       : index_{context.instance_index} {

@@ -3,7 +3,7 @@
 // the timelines in docs/dynamic-batching.md are these tests.
 
 #include <servekit/backend/batch_compatibility.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/batch_close_reason.hpp>
 #include <servekit/core/cancellation.hpp>
 #include <servekit/core/request.hpp>

@@ -8,7 +8,7 @@
 
 #include <servekit/backend/batch_compatibility.hpp>
 #include <servekit/backend/sequence_controls.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/batch_close_reason.hpp>
 #include <servekit/core/cancellation.hpp>
 #include <servekit/core/request.hpp>

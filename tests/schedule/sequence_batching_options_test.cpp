@@ -2,7 +2,7 @@
 // few stricter ones), checked on a valid config changed in one place, with the JSON pointer of
 // the offending field and words of the message.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>

@@ -4,6 +4,7 @@
 #include <servekit/backend/backend.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace {
 
@@ -17,12 +18,20 @@ static_assert(minimal::batching);
 static_assert(!minimal::decoupled);
 static_assert(minimal::inputs.empty() && minimal::outputs.empty());
 
+// Backends written against the old name still compile (with a deprecation warning).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+using old_name = servekit::tensor_spec; // deprecated alias of tensor_declaration
+#pragma GCC diagnostic pop
+static_assert(std::is_same_v<old_name, servekit::tensor_declaration>);
+
 struct declared {
   static constexpr std::int32_t max_batch_size = 16;
   static constexpr bool decoupled = true;
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", servekit::data_type::int32, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", servekit::data_type::int32, {-1}},
-                                                      {"LEN", servekit::data_type::int64, {1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"IN", servekit::data_type::int32, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUT", servekit::data_type::int32, {-1}}, {"LEN", servekit::data_type::int64, {1}}};
   explicit declared(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
@@ -61,7 +70,7 @@ struct servekit::backend_traits<third_party> {
   static constexpr std::int32_t max_batch_size = 4;
   static constexpr bool batching = true;
   static constexpr bool decoupled = false;
-  static constexpr std::span<const tensor_spec> inputs{};
-  static constexpr std::span<const tensor_spec> outputs{};
+  static constexpr std::span<const tensor_declaration> inputs{};
+  static constexpr std::span<const tensor_declaration> outputs{};
 };
 static_assert(servekit::backend_traits<third_party>::max_batch_size == 4);

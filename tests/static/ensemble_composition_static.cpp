@@ -20,8 +20,8 @@ using servekit::step;
 template <servekit::fixed_string In, servekit::fixed_string Out, std::int32_t MaxBatch = 8>
 struct vector_backend {
   static constexpr std::int32_t max_batch_size = MaxBatch;
-  static constexpr servekit::tensor_spec inputs[] = {{In.view(), data_type::fp32, {4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{Out.view(), data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{In.view(), data_type::fp32, {4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{Out.view(), data_type::fp32, {4}}};
   explicit vector_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
@@ -70,14 +70,15 @@ static_assert(chat_twice::traits::decoupled);
 // A nested ensemble: `tokenizer` is an ensemble, used as a step of `embedder`. Its traits are
 // derived from its steps, with their data types, and the enclosing ensemble checks against them.
 struct tokenize_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"TEXT", data_type::bytes, {1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"TOKEN_IDS", data_type::int64, {-1}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"TEXT", data_type::bytes, {1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"TOKEN_IDS", data_type::int64, {-1}}};
   explicit tokenize_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
 struct embed_backend {
-  static constexpr servekit::tensor_spec inputs[] = {{"IDS", data_type::int64, {-1}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"EMBEDDING", data_type::fp16, {-1, 768}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IDS", data_type::int64, {-1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"EMBEDDING", data_type::fp16, {-1, 768}}};
   explicit embed_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
@@ -110,8 +111,8 @@ static_assert(embedder::traits::outputs[0].dims == servekit::shape{-1, 768});
 // consumer declaring [-1, 4]; Triton accepts this, and so does the compile-time check.
 struct flatten_backend {
   static constexpr std::int32_t max_batch_size = 0; // does not batch
-  static constexpr servekit::tensor_spec inputs[] = {{"IN", data_type::fp32, {-1, 4}}};
-  static constexpr servekit::tensor_spec outputs[] = {{"OUT", data_type::fp32, {-1, 4}}};
+  static constexpr servekit::tensor_declaration inputs[] = {{"IN", data_type::fp32, {-1, 4}}};
+  static constexpr servekit::tensor_declaration outputs[] = {{"OUT", data_type::fp32, {-1, 4}}};
   explicit flatten_backend(const servekit::instance_context&) {}
   void execute(servekit::batch&) {}
 };
@@ -131,10 +132,10 @@ static_assert(sizeof(non_batching_to_batching) > 0);
 
 // The same graph with the batching known exactly, as a configured ensemble checks it at load:
 // accepted in both directions, and refused when the batching side declares the [-1] itself.
-constexpr servekit::tensor_spec batching_out[] = {{"OUT", data_type::fp32, {4}}};
-constexpr servekit::tensor_spec batching_in[] = {{"IN", data_type::fp32, {4}}};
-constexpr servekit::tensor_spec non_batching_out[] = {{"OUT", data_type::fp32, {-1, 4}}};
-constexpr servekit::tensor_spec non_batching_in[] = {{"IN", data_type::fp32, {-1, 4}}};
+constexpr servekit::tensor_declaration batching_out[] = {{"OUT", data_type::fp32, {4}}};
+constexpr servekit::tensor_declaration batching_in[] = {{"IN", data_type::fp32, {4}}};
+constexpr servekit::tensor_declaration non_batching_out[] = {{"OUT", data_type::fp32, {-1, 4}}};
+constexpr servekit::tensor_declaration non_batching_in[] = {{"IN", data_type::fp32, {-1, 4}}};
 constexpr std::string_view ensemble_inputs[] = {"IMAGE"};
 constexpr std::string_view ensemble_outputs[] = {"RESULT"};
 constexpr servekit::tensor_mapping first_reads[] = {{"IN", "IMAGE"}};
@@ -142,12 +143,12 @@ constexpr servekit::tensor_mapping first_writes[] = {{"OUT", "mid"}};
 constexpr servekit::tensor_mapping second_reads[] = {{"IN", "mid"}};
 constexpr servekit::tensor_mapping second_writes[] = {{"OUT", "RESULT"}};
 
-constexpr servekit::ensemble_fault two_step_fault(std::span<const servekit::tensor_spec> first_in,
-                                                  std::span<const servekit::tensor_spec> first_out,
-                                                  servekit::batch_dim first,
-                                                  std::span<const servekit::tensor_spec> second_in,
-                                                  std::span<const servekit::tensor_spec> second_out,
-                                                  servekit::batch_dim second) {
+constexpr servekit::ensemble_fault
+two_step_fault(std::span<const servekit::tensor_declaration> first_in,
+               std::span<const servekit::tensor_declaration> first_out, servekit::batch_dim first,
+               std::span<const servekit::tensor_declaration> second_in,
+               std::span<const servekit::tensor_declaration> second_out,
+               servekit::batch_dim second) {
   const servekit::step_description steps[] = {
       {"first", first_reads, first_writes, first_in, first_out, first, false},
       {"second", second_reads, second_writes, second_in, second_out, second, false}};

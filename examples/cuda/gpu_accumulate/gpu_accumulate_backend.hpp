@@ -55,10 +55,10 @@ using gpu_accumulate_state_store = servekit::host_state_store;
 
 class gpu_accumulate_backend {
 public:
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT", servekit::data_type::int32, {1}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT", servekit::data_type::int32, {1}},
   };
 

@@ -50,10 +50,10 @@ public:
   // The widths are a run-time parameter, so the declarations leave the dims open; the
   // constructor holds the config's dims to `layers`, and the request validator then holds
   // every request to the config.
-  static constexpr servekit::tensor_spec inputs[] = {
+  static constexpr servekit::tensor_declaration inputs[] = {
       {"INPUT0", servekit::data_type::fp32, {-1}},
   };
-  static constexpr servekit::tensor_spec outputs[] = {
+  static constexpr servekit::tensor_declaration outputs[] = {
       {"OUTPUT0", servekit::data_type::fp32, {-1}},
   };
 

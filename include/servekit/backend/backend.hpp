@@ -24,8 +24,8 @@
 ///     static constexpr std::int32_t max_batch_size = 8;   // largest batch it accepts (0: none)
 ///     static constexpr bool batching = true;              // may requests be batched together?
 ///     static constexpr bool decoupled = false;            // several responses per request?
-///     static constexpr servekit::tensor_spec inputs[] = {...};
-///     static constexpr servekit::tensor_spec outputs[] = {...};
+///     static constexpr servekit::tensor_declaration inputs[] = {...};
+///     static constexpr servekit::tensor_declaration outputs[] = {...};
 ///     static int device_count() noexcept;                 // GPUs it can run on (see below)
 ///
 /// A backend that can run on GPUs declares `device_count()`, the GPUs it sees now (0 on a
@@ -36,7 +36,7 @@
 
 #include <servekit/backend/batch.hpp>
 #include <servekit/backend/instance_context.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 
 #include <concepts>
 #include <cstdint>
@@ -115,7 +115,7 @@ concept declares_inputs = requires {
 };
 template <class B>
 concept declares_inputs_as_specs = requires {
-  {std::span<const tensor_spec>{B::inputs}};
+  {std::span<const tensor_declaration>{B::inputs}};
 };
 template <class B>
 concept declares_outputs = requires {
@@ -123,7 +123,7 @@ concept declares_outputs = requires {
 };
 template <class B>
 concept declares_outputs_as_specs = requires {
-  {std::span<const tensor_spec>{B::outputs}};
+  {std::span<const tensor_declaration>{B::outputs}};
 };
 template <class B>
 concept declares_device_count = requires {
@@ -170,19 +170,19 @@ struct backend_traits {
     }
   }();
   /// Declared inputs; empty when the backend declares none (the config may declare them).
-  static constexpr std::span<const tensor_spec> inputs = [] {
+  static constexpr std::span<const tensor_declaration> inputs = [] {
     if constexpr (detail::declares_inputs_as_specs<B>) {
-      return std::span<const tensor_spec>{B::inputs};
+      return std::span<const tensor_declaration>{B::inputs};
     } else {
-      return std::span<const tensor_spec>{};
+      return std::span<const tensor_declaration>{};
     }
   }();
   /// Declared outputs; empty when the backend declares none.
-  static constexpr std::span<const tensor_spec> outputs = [] {
+  static constexpr std::span<const tensor_declaration> outputs = [] {
     if constexpr (detail::declares_outputs_as_specs<B>) {
-      return std::span<const tensor_spec>{B::outputs};
+      return std::span<const tensor_declaration>{B::outputs};
     } else {
-      return std::span<const tensor_spec>{};
+      return std::span<const tensor_declaration>{};
     }
   }();
   /// Whether the backend can run on GPUs (it declares `device_count()`).
@@ -220,10 +220,10 @@ consteval bool check_backend() {
                 "`static constexpr bool decoupled = ...;`");
   static_assert(!detail::declares_inputs<B> || detail::declares_inputs_as_specs<B>,
                 "servekit: a backend's `inputs` must be "
-                "`static constexpr servekit::tensor_spec inputs[] = {...};`");
+                "`static constexpr servekit::tensor_declaration inputs[] = {...};`");
   static_assert(!detail::declares_outputs<B> || detail::declares_outputs_as_specs<B>,
                 "servekit: a backend's `outputs` must be "
-                "`static constexpr servekit::tensor_spec outputs[] = {...};`");
+                "`static constexpr servekit::tensor_declaration outputs[] = {...};`");
   static_assert(!detail::declares_device_count<B> || detail::declares_device_count_as_function<B>,
                 "servekit: a backend's `device_count` must be "
                 "`static int device_count() noexcept;` (the GPUs it can run on now)");

@@ -2,7 +2,7 @@
 /// \file
 /// batch_compatibility: which requests may share a batch (Triton's "required equal inputs").
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 

@@ -3,7 +3,7 @@
 /// instance_context: what a backend instance is told when it is constructed (and model_context:
 /// what a backend's optional model-wide state is told).
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,7 @@
 /// request_validator: rejects bad requests at submit, before they are queued, with a message
 /// that names the model and the offending input (Triton's wording where it has one).
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/bytes.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>

@@ -205,10 +205,10 @@ struct ensemble_graph_of {
   /// side; all or nothing (an ensemble declares either every tensor or none).
   template <std::size_t N>
   static constexpr auto derive(const std::array<std::string_view, N>& names, bool reading) {
-    std::array<tensor_spec, N> specs{};
+    std::array<tensor_declaration, N> specs{};
     bool complete = true;
     for (std::size_t i = 0; i < N; ++i) {
-      std::optional<tensor_spec> found;
+      std::optional<tensor_declaration> found;
       for (const auto& s : steps) {
         for (const auto& m : reading ? s.input_map : s.output_map) {
           if (!found && m.ensemble_tensor == names[i]) {
@@ -306,12 +306,14 @@ public:
     /// Any decoupled step makes the ensemble decoupled: it streams one response per iteration.
     static constexpr bool decoupled =
         (static_cast<bool>(Steps::model_type::traits::decoupled) || ...);
-    static constexpr std::span<const tensor_spec> inputs =
-        graph::derived_inputs.second ? std::span<const tensor_spec>{graph::derived_inputs.first}
-                                     : std::span<const tensor_spec>{};
-    static constexpr std::span<const tensor_spec> outputs =
-        graph::derived_outputs.second ? std::span<const tensor_spec>{graph::derived_outputs.first}
-                                      : std::span<const tensor_spec>{};
+    static constexpr std::span<const tensor_declaration> inputs =
+        graph::derived_inputs.second
+            ? std::span<const tensor_declaration>{graph::derived_inputs.first}
+            : std::span<const tensor_declaration>{};
+    static constexpr std::span<const tensor_declaration> outputs =
+        graph::derived_outputs.second
+            ? std::span<const tensor_declaration>{graph::derived_outputs.first}
+            : std::span<const tensor_declaration>{};
   };
 
   /// The composing models, one per step in order (the same object may serve several steps).

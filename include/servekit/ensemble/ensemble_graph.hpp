@@ -4,7 +4,7 @@
 /// checks are `constexpr`, so the compile-time form (`servekit::ensemble<...>`) runs them in the
 /// compiler and the configured form (`servekit::runtime_ensemble`) runs the same code at load.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/shape.hpp>
 
@@ -34,8 +34,9 @@ struct step_description {
   std::string_view model; ///< for messages
   std::span<const tensor_mapping> input_map;
   std::span<const tensor_mapping> output_map;
-  std::span<const tensor_spec> declared_inputs; ///< empty: the model declares none (unchecked)
-  std::span<const tensor_spec> declared_outputs;
+  std::span<const tensor_declaration>
+      declared_inputs; ///< empty: the model declares none (unchecked)
+  std::span<const tensor_declaration> declared_outputs;
   batch_dim batching = batch_dim::unknown;
   bool decoupled = false; ///< legal: each of its responses is an iteration downstream
 };
@@ -46,8 +47,8 @@ struct ensemble_description {
   std::span<const std::string_view> outputs;
   std::span<const step_description> steps;
   /// The ensemble's own declarations (a configured ensemble has them); empty: not declared.
-  std::span<const tensor_spec> declared_inputs;
-  std::span<const tensor_spec> declared_outputs;
+  std::span<const tensor_declaration> declared_inputs;
+  std::span<const tensor_declaration> declared_outputs;
   batch_dim batching = batch_dim::unknown;
 };
 
@@ -103,8 +104,8 @@ namespace detail {
 
 /// The spec named `name`, by value: comparing addresses of a backend's `static constexpr` specs
 /// with null is not a constant expression for every compiler configuration (g++ with ASan).
-[[nodiscard]] constexpr std::optional<tensor_spec> find_spec(std::span<const tensor_spec> specs,
-                                                             std::string_view name) noexcept {
+[[nodiscard]] constexpr std::optional<tensor_declaration>
+find_spec(std::span<const tensor_declaration> specs, std::string_view name) noexcept {
   for (const auto& s : specs) {
     if (s.name == name) {
       return s;
@@ -323,7 +324,7 @@ struct tensor_source {
 
 /// The spec and batching of what provides `tensor` to a consumer, when known.
 struct provided_spec {
-  std::optional<tensor_spec> spec;
+  std::optional<tensor_declaration> spec;
   batch_dim batching = batch_dim::unknown;
   tensor_source source;
   bool from_reader = false; ///< an undeclared ensemble input: `source` is its first declared reader
@@ -357,9 +358,9 @@ struct provided_spec {
   return {};
 }
 
-[[nodiscard]] constexpr ensemble_problem mismatch(const tensor_spec& produced, batch_dim producer,
-                                                  const tensor_spec& consumed, batch_dim consumer,
-                                                  ensemble_problem where) noexcept {
+[[nodiscard]] constexpr ensemble_problem
+mismatch(const tensor_declaration& produced, batch_dim producer, const tensor_declaration& consumed,
+         batch_dim consumer, ensemble_problem where) noexcept {
   if (produced.type != consumed.type) {
     where.fault = ensemble_fault::type_mismatch;
     return where;
@@ -446,7 +447,7 @@ struct provided_spec {
   const auto step_name = [&](std::size_t s) {
     return "step " + std::to_string(s) + " (model " + q(d.steps[s].model) + ")";
   };
-  const auto spec_text = [](const tensor_spec& spec) {
+  const auto spec_text = [](const tensor_declaration& spec) {
     return std::string{to_string(spec.type)} + " " + to_string(spec.dims);
   };
   std::string out = "ensemble " + q(ensemble_name) + ": ";

@@ -64,8 +64,8 @@ public:
     static constexpr std::int32_t max_batch_size = 0;
     static constexpr bool batching = true;
     static constexpr bool decoupled = false;
-    static constexpr std::span<const tensor_spec> inputs{};
-    static constexpr std::span<const tensor_spec> outputs{};
+    static constexpr std::span<const tensor_declaration> inputs{};
+    static constexpr std::span<const tensor_declaration> outputs{};
   };
 
   /// Builds the ensemble `config` describes (its `ensemble_scheduling`, `input`, `output`,

@@ -31,7 +31,7 @@ namespace servekit::http {
 repository_index_json(const std::vector<model_index_entry>& index, bool ready_only = false) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : index) {
-    if (ready_only && e.state != model_state::ready) {
+    if (ready_only && e.state != model_ready_state::ready) {
       continue;
     }
     out.push_back(nlohmann::json{{"name", e.name},
@@ -47,7 +47,7 @@ repository_index_json(const std::vector<model_index_entry>& index, bool ready_on
 model_stats_json(const std::vector<std::shared_ptr<const loaded_model>>& models) {
   nlohmann::json stats = nlohmann::json::array();
   for (const auto& m : models) {
-    const auto& c = m->config();
+    const auto& c = m->options();
     stats.push_back(to_statistics_json(c.name, std::to_string(c.version), m->model().statistics()));
   }
   return nlohmann::json{{"model_stats", std::move(stats)}};
@@ -57,7 +57,7 @@ model_stats_json(const std::vector<std::shared_ptr<const loaded_model>>& models)
 inline void write_metrics(const model_repository& models, std::string& out) {
   prometheus_writer writer;
   for (const auto& m : models.ready_models()) {
-    writer.add(m->config().name, m->config().version, m->model().statistics());
+    writer.add(m->options().name, m->options().version, m->model().statistics());
   }
   writer.write(out);
 }

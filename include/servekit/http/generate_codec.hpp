@@ -16,7 +16,7 @@
 /// servekit::server (core/detail/server_tier.hpp); with SERVEKIT_HEADER_ONLY this header
 /// includes it.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/server_tier.hpp>
 #include <servekit/core/response.hpp>

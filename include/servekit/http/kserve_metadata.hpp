@@ -4,7 +4,7 @@
 /// server_metadata_json (GET v2), with the server's name, version and extensions. They are cold
 /// paths, so nlohmann::json builds them.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/runtime/model_options.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The repository's published models and their index rows (see repository/model_repository.hpp):
-/// loaded_model, model_index_entry, model_state.
+/// loaded_model, model_index_entry, model_ready_state.
 
 #include <servekit/repository/any_model.hpp>
 #include <servekit/runtime/model_options.hpp>
@@ -22,7 +22,7 @@ namespace servekit {
 inline constexpr std::string_view unloaded_reason = "unloaded";
 
 /// A model's state in the repository index (Triton's names).
-enum class model_state : std::uint8_t {
+enum class model_ready_state : std::uint8_t {
   loading,     ///< being built for the first time
   ready,       ///< serving
   unavailable, ///< not serving: failed to load, or unloaded (`reason` says which)
@@ -30,15 +30,15 @@ enum class model_state : std::uint8_t {
 };
 
 /// "LOADING", "READY", "UNAVAILABLE", "UNLOADING", as Triton's repository index spells them.
-[[nodiscard]] constexpr std::string_view to_string(model_state s) noexcept {
+[[nodiscard]] constexpr std::string_view to_string(model_ready_state s) noexcept {
   switch (s) {
-  case model_state::loading:
+  case model_ready_state::loading:
     return "LOADING";
-  case model_state::ready:
+  case model_ready_state::ready:
     return "READY";
-  case model_state::unavailable:
+  case model_ready_state::unavailable:
     return "UNAVAILABLE";
-  case model_state::unloading:
+  case model_ready_state::unloading:
     return "UNLOADING";
   }
   return "UNKNOWN";
@@ -49,7 +49,7 @@ enum class model_state : std::uint8_t {
 struct model_index_entry {
   std::string name;
   std::int64_t version = 0; ///< 0 when unknown (e.g. an unreadable config)
-  model_state state = model_state::unavailable;
+  model_ready_state state = model_ready_state::unavailable;
   std::string reason; ///< why it is not ready: "<config.json>: <JSON pointer>: <message>"
   friend bool operator==(const model_index_entry&, const model_index_entry&) = default;
 };
@@ -71,7 +71,7 @@ public:
   /// The configuration as loaded (name, version, backend or platform, inputs, outputs,
   /// scheduling, `directory`), with `instance_group` as placed: KIND_AUTO resolved to KIND_GPU
   /// or KIND_CPU, as Triton's config endpoint shows it.
-  [[nodiscard]] const model_options& config() const noexcept { return config_; }
+  [[nodiscard]] const model_options& options() const noexcept { return config_; }
   /// The model: submit, cancel, statistics, name, version, inputs, outputs.
   [[nodiscard]] model_ref model() const noexcept { return servable_.ref(); }
   /// The config.json it was loaded from.

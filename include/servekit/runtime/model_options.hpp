@@ -4,7 +4,7 @@
 /// config/model_config_json.hpp loads and saves it as Triton's JSON.
 
 #include <servekit/backend/instance_context.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
 #include <servekit/schedule/ensemble_scheduling_options.hpp>

@@ -4,7 +4,7 @@
 /// model_ref, a non-owning handle to any servable, for code that picks models by name at run
 /// time (configured ensembles, the example server).
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/cancellation.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response_sink.hpp>
@@ -63,11 +63,11 @@ concept servable_has_statistics = requires(const M& cm) {
   { cm.statistics() } -> std::convertible_to<statistics_snapshot>;
 };
 /// A nested `traits` with what is known at compile time: `inputs`, `outputs` (spans of
-/// tensor_spec) and `decoupled`.
+/// tensor_declaration) and `decoupled`.
 template <class M>
 concept servable_has_traits = requires {
-  { M::traits::inputs } -> std::convertible_to<std::span<const tensor_spec>>;
-  { M::traits::outputs } -> std::convertible_to<std::span<const tensor_spec>>;
+  { M::traits::inputs } -> std::convertible_to<std::span<const tensor_declaration>>;
+  { M::traits::outputs } -> std::convertible_to<std::span<const tensor_declaration>>;
   { M::traits::decoupled } -> std::convertible_to<bool>;
 };
 
@@ -111,7 +111,7 @@ consteval bool check_servable() {
                 "servekit: a servable needs `servekit::statistics_snapshot statistics() const`");
   static_assert(detail::servable_has_traits<M>,
                 "servekit: a servable needs a nested `traits` with `static constexpr` "
-                "`inputs` and `outputs` (std::span<const servekit::tensor_spec>) and `bool "
+                "`inputs` and `outputs` (std::span<const servekit::tensor_declaration>) and `bool "
                 "decoupled` (e.g. `using traits = servekit::backend_traits<my_backend>;`)");
   return true;
 }

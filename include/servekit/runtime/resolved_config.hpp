@@ -61,7 +61,7 @@ struct resolved_config {
 
 namespace detail {
 SERVEKIT_DECL void check_declared(const std::vector<tensor_config>& configured,
-                                  std::span<const tensor_spec> declared, const char* field);
+                                  std::span<const tensor_declaration> declared, const char* field);
 } // namespace detail
 
 /// Which scheduler a model type composes, as far as the configuration cares.

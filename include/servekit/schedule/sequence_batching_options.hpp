@@ -4,7 +4,7 @@
 /// strategies), and the checks Triton applies to them at load. The implicit state's settings
 /// (`state_options`) are state/'s, which builds its stores from them.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/linkage.hpp>

@@ -8,7 +8,7 @@
 /// include it.
 
 #include <servekit/backend/instance_context.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/server_tier.hpp>

@@ -7,7 +7,7 @@
 /// model_config_json.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/backend/instance_context.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/config/detail/model_config_json.hpp>
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/detail/server_tier.hpp>

@@ -3,7 +3,7 @@
 /// ensemble_plan: an ensemble's checked graph turned into indices, built once at construction
 /// from the composing models as they were actually configured. Every request runs over it.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/ensemble/ensemble_graph.hpp>
@@ -142,8 +142,9 @@ struct ensemble_layout {
   std::optional<std::int32_t> max_batch_size; ///< unset: the smallest of the batching steps'
 };
 
-[[nodiscard]] inline std::vector<tensor_spec> spec_views(std::span<const tensor_config> configs) {
-  std::vector<tensor_spec> out;
+[[nodiscard]] inline std::vector<tensor_declaration>
+spec_views(std::span<const tensor_config> configs) {
+  std::vector<tensor_declaration> out;
   out.reserve(configs.size());
   for (const auto& c : configs) {
     out.push_back({c.name, c.type, c.dims, c.allow_ragged_batch, c.optional, c.is_shape_tensor});
@@ -233,8 +234,8 @@ inline void assign_levels(ensemble_plan& plan, const std::vector<composing_model
   // The graph as the shared checks see it.
   std::vector<std::vector<tensor_mapping>> in_maps(n);
   std::vector<std::vector<tensor_mapping>> out_maps(n);
-  std::vector<std::vector<tensor_spec>> in_specs(n);
-  std::vector<std::vector<tensor_spec>> out_specs(n);
+  std::vector<std::vector<tensor_declaration>> in_specs(n);
+  std::vector<std::vector<tensor_declaration>> out_specs(n);
   std::vector<step_description> steps(n);
   for (std::size_t s = 0; s < n; ++s) {
     for (const auto& [m, e] : layout.steps[s].input_map) {

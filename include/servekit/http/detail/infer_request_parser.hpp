@@ -97,31 +97,31 @@ public:
   bool null() { return value(json_scalar{}, {}); }
   bool boolean(bool v) {
     json_scalar s;
-    s.k = json_scalar::kind::boolean;
+    s.tag = json_scalar::kind::boolean;
     s.b = v;
     return value(s, {});
   }
   bool number_integer(std::int64_t v) {
     json_scalar s;
-    s.k = json_scalar::kind::integer;
+    s.tag = json_scalar::kind::integer;
     s.i = v;
     return value(s, {});
   }
   bool number_unsigned(std::uint64_t v) {
     json_scalar s;
-    s.k = json_scalar::kind::unsigned_integer;
+    s.tag = json_scalar::kind::unsigned_integer;
     s.u = v;
     return value(s, {});
   }
   bool number_float(double v) {
     json_scalar s;
-    s.k = json_scalar::kind::floating;
+    s.tag = json_scalar::kind::floating;
     s.d = v;
     return value(s, {});
   }
   bool string(std::string_view v) {
     json_scalar s;
-    s.k = json_scalar::kind::string;
+    s.tag = json_scalar::kind::string;
     return value(s, v);
   }
   bool start_object(std::size_t /*unknown size*/) { return start(true); }

@@ -18,7 +18,7 @@ namespace servekit::http::detail {
 /// straight into the scratch's BYTES serialization.
 struct json_scalar {
   enum class kind : std::uint8_t { null, boolean, integer, unsigned_integer, floating, string };
-  kind k = kind::null;
+  kind tag = kind::null;
   union {
     bool b;
     std::int64_t i;
@@ -29,7 +29,7 @@ struct json_scalar {
 };
 
 [[nodiscard]] inline std::string describe(const json_scalar& s) {
-  switch (s.k) {
+  switch (s.tag) {
   case json_scalar::kind::null:
     return "null";
   case json_scalar::kind::boolean:
@@ -48,14 +48,14 @@ struct json_scalar {
 
 template <class Int>
 [[nodiscard]] inline bool scalar_to_integer(const json_scalar& s, Int& out) noexcept {
-  if (s.k == json_scalar::kind::unsigned_integer) {
+  if (s.tag == json_scalar::kind::unsigned_integer) {
     if (!std::in_range<Int>(s.u)) {
       return false;
     }
     out = static_cast<Int>(s.u);
     return true;
   }
-  if (s.k == json_scalar::kind::integer) {
+  if (s.tag == json_scalar::kind::integer) {
     if (!std::in_range<Int>(s.i)) {
       return false;
     }
@@ -66,7 +66,7 @@ template <class Int>
 }
 
 [[nodiscard]] inline bool scalar_to_double(const json_scalar& s, double& out) noexcept {
-  switch (s.k) {
+  switch (s.tag) {
   case json_scalar::kind::floating:
     out = s.d;
     return true;

@@ -4,7 +4,7 @@
 /// (detail::plan_generate_request), then its infer request fed to infer_request_parser as events,
 /// in the order json_reader would read them from translate_generate_request's JSON.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/server_tier.hpp>
 #include <servekit/core/request.hpp>

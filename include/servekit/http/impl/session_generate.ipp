@@ -54,7 +54,7 @@ SERVEKIT_SERVER_DECL void session::handle_generate(bool stream) {
   }
   const model_ref ref = handoff_.model->model();
   if (status s =
-          decode_generate_request(on_strand_.parser->get().body(), handoff_.model->config().name,
+          decode_generate_request(on_strand_.parser->get().body(), handoff_.model->options().name,
                                   ref.inputs(), ref.max_batch_size() > 0, handoff_.decoded);
       !s.ok()) {
     reply_error(http_status_for(s.code()), s.message());
@@ -62,8 +62,8 @@ SERVEKIT_SERVER_DECL void session::handle_generate(bool stream) {
   }
   handoff_.streaming = stream;
   handoff_.generate_responses = 0;
-  handoff_.generate_model = handoff_.model->config().name;
-  handoff_.generate_version = handoff_.model->config().version;
+  handoff_.generate_model = handoff_.model->options().name;
+  handoff_.generate_version = handoff_.model->options().version;
   on_strand_.stream_head_sent = false;
   on_strand_.stream_final_queued = false;
   on_strand_.stream_broken = false;

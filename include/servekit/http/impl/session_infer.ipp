@@ -78,7 +78,7 @@ SERVEKIT_SERVER_DECL void session::handle_infer() {
     }
     if (!known) {
       const std::string message = fmt::format("unexpected inference output '{}' for model '{}'",
-                                              o.name, handoff_.model->config().name);
+                                              o.name, handoff_.model->options().name);
       reply_error(400, message);
       return;
     }
@@ -100,7 +100,7 @@ SERVEKIT_SERVER_DECL void session::encode_infer_response(response&& r) noexcept 
   try {
     if (r.ok()) {
       const status s = servekit::http::encode_infer_response(
-          r, handoff_.model->config().name, handoff_.model->config().version, handoff_.decoded,
+          r, handoff_.model->options().name, handoff_.model->options().version, handoff_.decoded,
           handoff_.body, handoff_.json_header_length);
       // On failure the codec has put the error body in handoff_.body already.
       handoff_.status = s.ok() ? 200 : http_status_for(s.code());

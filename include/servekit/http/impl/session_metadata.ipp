@@ -48,9 +48,9 @@ SERVEKIT_SERVER_DECL void session::handle_model_metadata() {
   }
   if (on_strand_.route.kind == endpoint::model_metadata) {
     assign_body(handoff_.body,
-                model_metadata_json(m->config(), models.versions_of(on_strand_.route.model)));
+                model_metadata_json(m->options(), models.versions_of(on_strand_.route.model)));
   } else {
-    handoff_.body = dump_json(save_model_config(m->config()));
+    handoff_.body = dump_json(save_model_config(m->options()));
   }
   reply(200, json_content_type);
 }

@@ -110,12 +110,12 @@ SERVEKIT_SERVER_DECL void session::reply_missing_model(bool ready_endpoint) {
         404, fmt::format("Request for unknown model: '{}' is not found", on_strand_.route.model));
     return;
   }
-  if (entry->state == model_state::ready && on_strand_.route.version != -1) {
+  if (entry->state == model_ready_state::ready && on_strand_.route.version != -1) {
     reply_error(404, fmt::format("Request for unknown model: '{}' version {} is not found",
                                  on_strand_.route.model, on_strand_.route.version));
     return;
   }
-  if (entry->state == model_state::ready) {
+  if (entry->state == model_ready_state::ready) {
     // find() and status_of() read two snapshots: the model was published in between.
     reply_error(503, fmt::format("Request for model '{}' arrived while it was being loaded; "
                                  "send it again",

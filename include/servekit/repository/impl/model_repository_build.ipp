@@ -45,24 +45,24 @@ SERVEKIT_SERVER_DECL status model_repository::build_versions(const detail::repos
   // Versions that served (or were unloaded) and left the policy stay in the index, unloaded.
   for (const auto& [v, e] : entry.versions) {
     if (e.model || e.info.reason == unloaded_reason) {
-      next[v] = {{name, v, model_state::unavailable, std::string{unloaded_reason}}, nullptr};
+      next[v] = {{name, v, model_ready_state::unavailable, std::string{unloaded_reason}}, nullptr};
     }
   }
   for (const auto& [v, reason] : source.missing) {
-    next[v] = {{name, v, model_state::unavailable, fail(reason)}, nullptr};
+    next[v] = {{name, v, model_ready_state::unavailable, fail(reason)}, nullptr};
   }
   for (const auto v : source.versions) {
     const auto old = entry.versions.find(v);
     auto serving = keep_serving && old != entry.versions.end() ? old->second.model : nullptr;
     try {
-      next[v] = {{name, v, model_state::ready, {}}, build(source, v, table)};
+      next[v] = {{name, v, model_ready_state::ready, {}}, build(source, v, table)};
     } catch (const std::exception& e) {
       // config_error's what() is "<JSON pointer>: <message>"; a backend's is its own text.
       auto reason = fail(source.config_file.string() + ": " + e.what());
       if (serving) {
         next[v] = {old->second.info, std::move(serving)};
       } else {
-        next[v] = {{name, v, model_state::unavailable, std::move(reason)}, nullptr};
+        next[v] = {{name, v, model_ready_state::unavailable, std::move(reason)}, nullptr};
       }
     }
   }
@@ -174,7 +174,7 @@ model_repository::build_ensembles(detail::repository_table& table,
       }
       for (auto& [v, e] : entry.versions) {
         e.model.reset();
-        e.info = {name, v, model_state::unavailable, cycle};
+        e.info = {name, v, model_ready_state::unavailable, cycle};
       }
       entry.refresh();
     } else {

@@ -137,7 +137,7 @@ SERVEKIT_SERVER_DECL status model_repository::unload(std::string_view name) {
   auto& entry = it->second;
   for (auto& [v, e] : entry.versions) {
     e.model.reset();
-    e.info.state = model_state::unavailable;
+    e.info.state = model_ready_state::unavailable;
     e.info.reason = unloaded_reason;
   }
   entry.source.reset();
@@ -159,7 +159,7 @@ SERVEKIT_SERVER_DECL void model_repository::publish(const detail::repository_tab
 SERVEKIT_SERVER_DECL detail::repository_entry model_repository::unreadable(std::string name,
                                                                            const status& error) {
   detail::repository_entry out;
-  out.info = {std::move(name), 0, model_state::unavailable, error.message()};
+  out.info = {std::move(name), 0, model_ready_state::unavailable, error.message()};
   return out;
 }
 
@@ -168,7 +168,7 @@ SERVEKIT_SERVER_DECL bool model_repository::mark_loading(detail::repository_entr
   for (const auto v : entry.source->versions) {
     auto& e = entry.versions[v];
     if (!e.model) {
-      e.info = {entry.source->config.name, v, model_state::loading, {}};
+      e.info = {entry.source->config.name, v, model_ready_state::loading, {}};
       changed = true;
     }
   }

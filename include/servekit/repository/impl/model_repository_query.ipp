@@ -85,7 +85,7 @@ SERVEKIT_SERVER_DECL std::vector<model_index_entry> model_repository::index() co
 SERVEKIT_SERVER_DECL bool model_repository::all_ready() const {
   const auto rows = index();
   return std::all_of(rows.begin(), rows.end(), [](const model_index_entry& e) {
-    return e.state == model_state::ready || e.reason == unloaded_reason;
+    return e.state == model_ready_state::ready || e.reason == unloaded_reason;
   });
 }
 

@@ -8,7 +8,7 @@
 #include <servekit/backend/batch.hpp>
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/sequence_controls.hpp>
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/clock.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>

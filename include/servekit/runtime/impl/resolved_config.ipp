@@ -9,13 +9,13 @@
 namespace servekit::detail {
 
 SERVEKIT_DECL void check_declared(const std::vector<tensor_config>& configured,
-                                  std::span<const tensor_spec> declared, const char* field) {
+                                  std::span<const tensor_declaration> declared, const char* field) {
   if (declared.empty()) {
     return;
   }
   for (std::size_t i = 0; i < configured.size(); ++i) {
     const auto& c = configured[i];
-    const tensor_spec* match = nullptr;
+    const tensor_declaration* match = nullptr;
     for (const auto& d : declared) {
       if (d.name == c.name) {
         match = &d;

@@ -147,7 +147,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::value(const json_scalar& s, std:
   case ctx::input_params: {
     const field f = std::exchange(pending_, field::none);
     if (f == field::binary_data_size) {
-      if (s.k != json_scalar::kind::unsigned_integer) {
+      if (s.tag != json_scalar::kind::unsigned_integer) {
         return fail(fmt::format("{}: 'binary_data_size' must be a non-negative integer, got {}",
                                 input_label(), describe(s)));
       }
@@ -158,7 +158,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::value(const json_scalar& s, std:
   case ctx::output: {
     const field f = std::exchange(pending_, field::none);
     if (f == field::name) {
-      if (s.k != json_scalar::kind::string) {
+      if (s.tag != json_scalar::kind::string) {
         return fail(fmt::format("{}: 'name' must be a string", output_label()));
       }
       output_.name.assign(text);
@@ -171,7 +171,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::value(const json_scalar& s, std:
   case ctx::output_params: {
     const field f = std::exchange(pending_, field::none);
     if (f == field::binary_data) {
-      if (s.k != json_scalar::kind::boolean) {
+      if (s.tag != json_scalar::kind::boolean) {
         return fail(fmt::format("{}: 'binary_data' must be true or false, got {}", output_label(),
                                 describe(s)));
       }
@@ -193,7 +193,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::root_value(const json_scalar& s,
                                                            std::string_view text) {
   switch (std::exchange(pending_, field::none)) {
   case field::id:
-    if (s.k != json_scalar::kind::string) {
+    if (s.tag != json_scalar::kind::string) {
       return fail(fmt::format("'id' must be a string, got {}", describe(s)));
     }
     out_.request.id.assign(text);
@@ -218,48 +218,48 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::parameter_value(const json_scala
   };
   switch (std::exchange(pending_, field::none)) {
   case field::sequence_id:
-    if (s.k == json_scalar::kind::unsigned_integer) {
+    if (s.tag == json_scalar::kind::unsigned_integer) {
       r.sequence_id = correlation_id{s.u};
       return true;
     }
-    if (s.k == json_scalar::kind::string) {
+    if (s.tag == json_scalar::kind::string) {
       r.sequence_id = correlation_id{std::string{text}};
       return true;
     }
     return expected("an unsigned integer or a string");
   case field::sequence_start:
-    if (s.k != json_scalar::kind::boolean) {
+    if (s.tag != json_scalar::kind::boolean) {
       return expected("true or false");
     }
     r.sequence_start = s.b;
     return true;
   case field::sequence_end:
-    if (s.k != json_scalar::kind::boolean) {
+    if (s.tag != json_scalar::kind::boolean) {
       return expected("true or false");
     }
     r.sequence_end = s.b;
     return true;
   case field::priority:
-    if (s.k != json_scalar::kind::unsigned_integer) {
+    if (s.tag != json_scalar::kind::unsigned_integer) {
       return expected("an unsigned integer");
     }
     r.priority = s.u;
     return true;
   case field::timeout:
-    if (s.k != json_scalar::kind::unsigned_integer) {
+    if (s.tag != json_scalar::kind::unsigned_integer) {
       return expected("an unsigned integer (microseconds)");
     }
     r.timeout_us = s.u;
     return true;
   case field::binary_data_output:
-    if (s.k != json_scalar::kind::boolean) {
+    if (s.tag != json_scalar::kind::boolean) {
       return expected("true or false");
     }
     out_.binary_data_output = s.b;
     return true;
   default: // field::other_parameter
-    if (s.k == json_scalar::kind::string || s.k == json_scalar::kind::boolean ||
-        s.k == json_scalar::kind::integer || s.k == json_scalar::kind::unsigned_integer) {
+    if (s.tag == json_scalar::kind::string || s.tag == json_scalar::kind::boolean ||
+        s.tag == json_scalar::kind::integer || s.tag == json_scalar::kind::unsigned_integer) {
       return true;
     }
     return fail(fmt::format("parameter '{}' has invalid type. It should be either 'int', "
@@ -272,14 +272,14 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::input_value(const json_scalar& s
                                                             std::string_view text) {
   switch (std::exchange(pending_, field::none)) {
   case field::name:
-    if (s.k != json_scalar::kind::string) {
+    if (s.tag != json_scalar::kind::string) {
       return fail(fmt::format("{}: 'name' must be a string, got {}", input_label(), describe(s)));
     }
     input_.name.assign(text);
     input_.has_name = true;
     return true;
   case field::datatype: {
-    if (s.k != json_scalar::kind::string) {
+    if (s.tag != json_scalar::kind::string) {
       return fail(
           fmt::format("{}: 'datatype' must be a string, got {}", input_label(), describe(s)));
     }
@@ -317,7 +317,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::data_value(const json_scalar& s,
       input_.ragged = true;
     }
   }
-  if (s.k == json_scalar::kind::string) {
+  if (s.tag == json_scalar::kind::string) {
     if (text.size() > std::numeric_limits<std::uint32_t>::max()) {
       return fail(fmt::format("{}: a BYTES element is longer than 4 GiB", input_label()));
     }
@@ -333,7 +333,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::data_value(const json_scalar& s,
 }
 
 SERVEKIT_SERVER_DECL bool infer_request_parser::shape_value(const json_scalar& s) {
-  if (s.k != json_scalar::kind::unsigned_integer ||
+  if (s.tag != json_scalar::kind::unsigned_integer ||
       s.u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     return fail(fmt::format("{}: 'shape' dimensions must be non-negative integers, got {}",
                             input_label(), describe(s)));

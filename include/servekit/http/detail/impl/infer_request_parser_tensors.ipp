@@ -131,7 +131,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::convert_data(tensor& t, std::siz
   const data_type type = t.type;
   if (type == data_type::bytes) {
     for (std::size_t i = 0; i < count; ++i) {
-      if (values[i].k != json_scalar::kind::string) {
+      if (values[i].tag != json_scalar::kind::string) {
         return element_error(i, values[i], "a string for BYTES");
       }
     }
@@ -159,7 +159,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::convert_data(tensor& t, std::siz
   switch (type) {
   case data_type::boolean:
     for (std::size_t i = 0; i < count; ++i) {
-      if (values[i].k != json_scalar::kind::boolean) {
+      if (values[i].tag != json_scalar::kind::boolean) {
         return element_error(i, values[i], "true or false for BOOL");
       }
       store(i, static_cast<std::uint8_t>(values[i].b ? 1U : 0U));

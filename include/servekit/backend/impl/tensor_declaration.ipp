@@ -1,15 +1,15 @@
 #pragma once
 /// \file
-/// Definitions for servekit/backend/tensor_spec.hpp. Compiled once into servekit::servekit, or
-/// included by its header with SERVEKIT_HEADER_ONLY.
+/// Definitions for servekit/backend/tensor_declaration.hpp. Compiled once into servekit::servekit,
+/// or included by its header with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/backend/tensor_spec.hpp>
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/detail/linkage.hpp>
 
 namespace servekit {
 
 [[nodiscard]] SERVEKIT_DECL std::vector<tensor_config>
-to_configs(std::span<const tensor_spec> specs) {
+to_configs(std::span<const tensor_declaration> specs) {
   std::vector<tensor_config> out;
   out.reserve(specs.size());
   for (const auto& s : specs) {

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Declared model inputs and outputs: `tensor_spec` (compile time, in a backend's traits) and
-/// `tensor_config` (run time, from a model's JSON config), named after Triton's ModelInput.
+/// A model's inputs and outputs, in two forms: `tensor_declaration`, what a backend declares at
+/// compile time (`static constexpr servekit::tensor_declaration inputs[]`), and `tensor_config`, a
+/// tensor as a model config (Triton's ModelInput/ModelOutput) says it at run time.
 
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/linkage.hpp>
@@ -14,14 +15,14 @@
 
 namespace servekit {
 
-/// A declared input or output as a backend states it at compile time:
+/// An input or output as a backend declares it at compile time (a string_view name, constexpr):
 ///
-///     static constexpr servekit::tensor_spec inputs[] = {
+///     static constexpr servekit::tensor_declaration inputs[] = {
 ///         {"INPUT0", servekit::data_type::fp32, {16}},
 ///     };
 ///
 /// `dims` excludes the batch dimension; -1 means any size.
-struct tensor_spec {
+struct tensor_declaration {
   std::string_view name;
   data_type type = data_type::invalid;
   shape dims;
@@ -30,7 +31,12 @@ struct tensor_spec {
   bool is_shape_tensor = false;    ///< batched requests must agree on its contents
 };
 
-/// The run-time form of a declared tensor (Triton's ModelInput/ModelOutput fields).
+/// Old name of tensor_declaration, kept for existing backends.
+using tensor_spec [[deprecated("servekit: tensor_spec is now tensor_declaration")]] =
+    tensor_declaration;
+
+/// A tensor as a model config says it at run time (Triton's ModelInput/ModelOutput fields): read
+/// from config.json, or made `from` a backend's tensor_declaration.
 struct tensor_config {
   std::string name;
   data_type type = data_type::invalid;
@@ -39,7 +45,7 @@ struct tensor_config {
   bool optional = false;
   bool is_shape_tensor = false;
 
-  [[nodiscard]] static tensor_config from(const tensor_spec& spec) {
+  [[nodiscard]] static tensor_config from(const tensor_declaration& spec) {
     return {std::string{spec.name},  spec.type,     spec.dims,
             spec.allow_ragged_batch, spec.optional, spec.is_shape_tensor};
   }
@@ -47,10 +53,10 @@ struct tensor_config {
 };
 
 [[nodiscard]] SERVEKIT_DECL std::vector<tensor_config>
-to_configs(std::span<const tensor_spec> specs);
+to_configs(std::span<const tensor_declaration> specs);
 
 } // namespace servekit
 
 #if defined(SERVEKIT_HEADER_ONLY)
-#include <servekit/backend/impl/tensor_spec.ipp>
+#include <servekit/backend/impl/tensor_declaration.ipp>
 #endif
