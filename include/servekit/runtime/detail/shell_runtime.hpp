@@ -10,6 +10,7 @@
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/metrics/statistics.hpp>
+#include <servekit/queue/pending_request.hpp>
 #include <servekit/runtime/detail/decoupled_requests.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instance_rate_limits.hpp>
