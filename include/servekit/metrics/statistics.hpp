@@ -141,6 +141,83 @@ struct atomic_duration {
     return {count.load(std::memory_order_relaxed), ns.load(std::memory_order_relaxed)};
   }
 };
+
+[[nodiscard]] inline std::uint64_t load_relaxed(const std::atomic<std::uint64_t>& a) noexcept {
+  return a.load(std::memory_order_relaxed);
+}
+
+/// How requests ended and where their time went: the durations that statistics_snapshot and
+/// an ensemble's composing_statistics both report, under the same names.
+struct atomic_timings {
+  atomic_duration success;
+  atomic_duration fail;
+  atomic_duration queue;
+  atomic_duration compute_input;
+  atomic_duration compute_infer;
+  atomic_duration compute_output;
+
+  /// Copies each duration into the field of `Snapshot` that has its name.
+  template <class Snapshot>
+  void load_into(Snapshot& s) const noexcept {
+    s.success = success.load();
+    s.fail = fail.load();
+    s.queue = queue.load();
+    s.compute_input = compute_input.load();
+    s.compute_infer = compute_infer.load();
+    s.compute_output = compute_output.load();
+  }
+};
+
+/// The counters a model and an ensemble both keep about the requests they answer, and the one
+/// place that copies them into a statistics_snapshot.
+struct request_counters {
+  std::atomic<std::uint64_t> last_inference_ms{0};
+  std::atomic<std::uint64_t> inference_count{0};
+  std::atomic<std::uint64_t> execution_count{0};
+  atomic_timings timings;
+  atomic_duration cache_hit;
+  atomic_duration cache_miss;
+  std::atomic<std::uint64_t> pending{0};
+  std::array<std::atomic<std::uint64_t>, failure_reason_count> failures{};
+
+  /// A request answered from the response cache: it counts as a success (with its queue time,
+  /// here none) but not as an inference or an execution, as in Triton.
+  void record_cache_hit(std::uint64_t lookup_ns, std::uint64_t request_ns) noexcept {
+    cache_hit.add(lookup_ns);
+    timings.success.add(request_ns);
+    timings.queue.count.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void count_failures(failure_reason reason, std::uint64_t n) noexcept {
+    failures[static_cast<std::size_t>(reason)].fetch_add(n, std::memory_order_relaxed);
+  }
+
+  void add_pending(std::int64_t delta) noexcept {
+    pending.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
+  }
+
+  /// Records now (ms since the Unix epoch) as the time of the last inference.
+  void stamp_last_inference() noexcept {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    last_inference_ms.store(static_cast<std::uint64_t>(ms), std::memory_order_relaxed);
+  }
+
+  /// Fills the snapshot fields these counters keep; leaves the others as they are.
+  void load_into(statistics_snapshot& s) const noexcept {
+    s.last_inference_ms = load_relaxed(last_inference_ms);
+    s.inference_count = load_relaxed(inference_count);
+    s.execution_count = load_relaxed(execution_count);
+    timings.load_into(s);
+    s.cache_hit = cache_hit.load();
+    s.cache_miss = cache_miss.load();
+    s.pending_request_count = load_relaxed(pending);
+    for (std::size_t i = 0; i < failure_reason_count; ++i) {
+      s.failures[i] = load_relaxed(failures[i]);
+    }
+  }
+};
 } // namespace detail
 
 /// Live statistics of one model. Writers (instance threads, submitters) use relaxed atomic
@@ -175,24 +252,24 @@ public:
       a.fetch_add(v, std::memory_order_relaxed);
     };
     const std::uint64_t failed = e.requests - e.ok_requests;
-    add(execution_count_, 1);
-    add(inference_count_, e.ok_elements);
-    add(success_.count, e.ok_requests);
-    add(success_.ns, e.request_ok_ns);
-    add(queue_.count, e.ok_requests);
-    add(queue_.ns, e.queue_ns);
-    add(compute_input_.count, e.ok_requests);
-    add(compute_input_.ns, e.compute_input_ns * e.ok_requests);
-    add(compute_infer_.count, e.ok_requests);
-    add(compute_infer_.ns, e.compute_infer_ns * e.ok_requests);
-    add(compute_output_.count, e.ok_requests);
-    add(compute_output_.ns, e.compute_output_ns * e.ok_requests);
+    auto& t = totals_.timings;
+    add(totals_.execution_count, 1);
+    add(totals_.inference_count, e.ok_elements);
+    add(t.success.count, e.ok_requests);
+    add(t.success.ns, e.request_ok_ns);
+    add(t.queue.count, e.ok_requests);
+    add(t.queue.ns, e.queue_ns);
+    add(t.compute_input.count, e.ok_requests);
+    add(t.compute_input.ns, e.compute_input_ns * e.ok_requests);
+    add(t.compute_infer.count, e.ok_requests);
+    add(t.compute_infer.ns, e.compute_infer_ns * e.ok_requests);
+    add(t.compute_output.count, e.ok_requests);
+    add(t.compute_output.ns, e.compute_output_ns * e.ok_requests);
     if (failed != 0) {
-      add(fail_.count, failed);
-      add(fail_.ns, e.request_fail_ns);
-      add(failures_[static_cast<std::size_t>(e.backend_failed ? failure_reason::backend
-                                                              : failure_reason::other)],
-          failed);
+      add(t.fail.count, failed);
+      add(t.fail.ns, e.request_fail_ns);
+      totals_.count_failures(e.backend_failed ? failure_reason::backend : failure_reason::other,
+                             failed);
     }
     add(close_reasons_[static_cast<std::size_t>(e.reason)], 1);
     if (e.padding_elements != 0) {
@@ -215,30 +292,24 @@ public:
       add(i.compute_infer.count, 1);
       add(i.compute_infer.ns, e.compute_infer_ns);
     }
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-    last_inference_ms_.store(static_cast<std::uint64_t>(ms), std::memory_order_relaxed);
+    totals_.stamp_last_inference();
   }
 
   /// A request that failed without executing (timeout, cancellation, shutdown).
   void record_early_failure(failure_reason reason, std::uint64_t request_ns) noexcept {
-    fail_.count.fetch_add(1, std::memory_order_relaxed);
-    fail_.ns.fetch_add(request_ns, std::memory_order_relaxed);
-    failures_[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+    totals_.timings.fail.add(request_ns);
+    totals_.count_failures(reason, 1);
   }
 
   /// A request answered from the response cache: it counts as a success (with its queue time,
   /// here none) but not as an inference or an execution, as in Triton.
   void record_cache_hit(std::uint64_t lookup_ns, std::uint64_t request_ns) noexcept {
-    cache_hit_.add(lookup_ns);
-    success_.add(request_ns);
-    queue_.count.fetch_add(1, std::memory_order_relaxed);
+    totals_.record_cache_hit(lookup_ns, request_ns);
   }
 
   /// A request looked up in the response cache and not found; `ns` covers the lookup and, once
   /// the response is known, its insertion.
-  void record_cache_miss(std::uint64_t ns) noexcept { cache_miss_.add(ns); }
+  void record_cache_miss(std::uint64_t ns) noexcept { totals_.cache_miss.add(ns); }
 
   /// An execution that waited `ns` for rate-limiter resources.
   void record_rate_limiter_wait(std::uint64_t ns) noexcept { rate_limiter_wait_.add(ns); }
@@ -266,55 +337,34 @@ public:
   static constexpr std::size_t response_index_capacity = 64;
 
   /// nv_inference_pending_request_count: accepted and not yet started.
-  void add_pending(std::int64_t delta) noexcept {
-    pending_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
-  }
+  void add_pending(std::int64_t delta) noexcept { totals_.add_pending(delta); }
 
   [[nodiscard]] statistics_snapshot snapshot() const {
-    const auto load = [](const std::atomic<std::uint64_t>& a) {
-      return a.load(std::memory_order_relaxed);
-    };
-    const auto load_d = [&](const atomic_duration& d) {
-      return duration_stat{load(d.count), load(d.ns)};
-    };
+    using detail::load_relaxed;
     statistics_snapshot s;
-    s.last_inference_ms = load(last_inference_ms_);
-    s.inference_count = load(inference_count_);
-    s.execution_count = load(execution_count_);
-    s.success = load_d(success_);
-    s.fail = load_d(fail_);
-    s.queue = load_d(queue_);
-    s.compute_input = load_d(compute_input_);
-    s.compute_infer = load_d(compute_infer_);
-    s.compute_output = load_d(compute_output_);
-    s.cache_hit = load_d(cache_hit_);
-    s.cache_miss = load_d(cache_miss_);
-    s.rate_limiter_wait = load_d(rate_limiter_wait_);
-    s.warmup = load_d(warmup_);
-    s.pending_request_count = load(pending_);
-    s.padding_elements = load(padding_elements_);
-    s.padded_executions = load(padded_executions_);
+    totals_.load_into(s);
+    s.rate_limiter_wait = rate_limiter_wait_.load();
+    s.warmup = warmup_.load();
+    s.padding_elements = load_relaxed(padding_elements_);
+    s.padded_executions = load_relaxed(padded_executions_);
     for (std::size_t size = 1; size < batch_sizes_.size(); ++size) {
       const auto& b = batch_sizes_[size];
-      if (load(b.compute_infer.count) != 0) {
+      if (load_relaxed(b.compute_infer.count) != 0) {
         s.batch_stats.push_back(
-            {size, load_d(b.compute_input), load_d(b.compute_infer), load_d(b.compute_output)});
+            {size, b.compute_input.load(), b.compute_infer.load(), b.compute_output.load()});
       }
     }
     for (std::size_t i = 0; i < batch_close_reason_count; ++i) {
-      s.close_reasons[i] = load(close_reasons_[i]);
-    }
-    for (std::size_t i = 0; i < failure_reason_count; ++i) {
-      s.failures[i] = load(failures_[i]);
+      s.close_reasons[i] = load_relaxed(close_reasons_[i]);
     }
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       const auto& in = instances_[i];
-      s.instances.push_back({instance_names_[i], load(in.execution_count), load(in.inference_count),
-                             load_d(in.compute_infer)});
+      s.instances.push_back({instance_names_[i], load_relaxed(in.execution_count),
+                             load_relaxed(in.inference_count), in.compute_infer.load()});
     }
     for (std::size_t i = 0; i < response_index_capacity; ++i) {
       const atomic_response& r = responses_[i];
-      response_index_stat stat{i, load_d(r.success), load_d(r.fail), load_d(r.empty_response)};
+      response_index_stat stat{i, r.success.load(), r.fail.load(), r.empty_response.load()};
       if (stat.success.count + stat.fail.count + stat.empty_response.count != 0) {
         s.response_stats.push_back(stat);
       }
@@ -353,24 +403,12 @@ private:
     atomic_duration compute_infer;
   };
 
-  std::atomic<std::uint64_t> last_inference_ms_{0};
-  std::atomic<std::uint64_t> inference_count_{0};
-  std::atomic<std::uint64_t> execution_count_{0};
-  atomic_duration success_;
-  atomic_duration fail_;
-  atomic_duration queue_;
-  atomic_duration compute_input_;
-  atomic_duration compute_infer_;
-  atomic_duration compute_output_;
-  atomic_duration cache_hit_;
-  atomic_duration cache_miss_;
+  detail::request_counters totals_; // what an ensemble counts too
   atomic_duration rate_limiter_wait_;
   atomic_duration warmup_;
-  std::atomic<std::uint64_t> pending_{0};
   std::atomic<std::uint64_t> padding_elements_{0};
   std::atomic<std::uint64_t> padded_executions_{0};
   std::array<std::atomic<std::uint64_t>, batch_close_reason_count> close_reasons_{};
-  std::array<std::atomic<std::uint64_t>, failure_reason_count> failures_{};
   std::vector<atomic_batch_size> batch_sizes_;
   std::vector<atomic_instance> instances_;
   std::vector<std::string> instance_names_;

@@ -11,11 +11,10 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/runtime/detail/control_tensors.hpp>
-#include <servekit/runtime/detail/decoupled_requests.hpp>
 #include <servekit/runtime/detail/finish.hpp>
-#include <servekit/runtime/detail/instance_rate_limits.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
+#include <servekit/runtime/detail/shell_runtime.hpp>
 #include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_environment.hpp>
@@ -60,21 +59,17 @@ public:
   sequence_shell(const model_options& options, const resolved_config& config,
                  std::vector<instance_placement> placements, model_statistics& stats,
                  const model_environment& environment)
-      : options_{options}, config_{config}, stats_{stats}, environment_{environment},
-        core_{detail::with_instances(config.scheduler, placements.size())},
+      : stats_{stats}, core_{detail::with_instances(config.scheduler, placements.size())},
         store_{store_config(options, config, placements, core_.slots_per_instance())},
         controls_{config.scheduler.sequence_batching}, placements_{std::move(placements)},
-        lanes_(placements_.size()) {
-    if constexpr (traits::decoupled) {
-      decoupled_.emplace(options.name, stats, config.final_response_timeout_microseconds);
-    }
-    rate_limits_ = detail::instance_rate_limits{environment_.limiter, options_.name,
-                                                options_.instance_group, placements_};
-    instances_ = detail::create_instances<Backend>(options_, config_, placements_, &stats_);
-    for (std::size_t i = 0; i < instances_.size(); ++i) {
-      instances_[i]->thread = std::thread{[this, i] { run_instance(i); }};
-    }
-    timekeeper_ = std::thread{[this] { run_timekeeper(); }};
+        lanes_(placements_.size()), runtime_{options, config, placements_, stats, environment} {
+    runtime_.start_instances([this](std::size_t i) { run_instance(i); });
+    runtime_.start_timekeeper(
+        [this, exits = early_exits{}, due = never]() mutable { return apply_timeouts(exits, due); },
+        [this](time_point next) {
+          const std::lock_guard lock{core_mutex_};
+          return core_.next_timeout() < next; // a submit made an earlier deadline meanwhile
+        });
   }
 
   sequence_shell(const sequence_shell&) = delete;
@@ -85,10 +80,9 @@ public:
   /// Queues a validated request, or says why not: `invalid_argument` for a request that breaks
   /// the sequence rules (Triton's messages), `unavailable` while shutting down.
   [[nodiscard]] status submit(request&& r, response_sink&& sink, std::int64_t elements) {
-    const detail::submit_guard guard{submitters_};
-    if (state_.load(std::memory_order_acquire) != state::running) {
-      return unavailable("model '" + options_.name +
-                         "' is shutting down and accepts no new requests");
+    const auto guard = runtime_.guard_submit();
+    if (!runtime_.running()) {
+      return runtime_.refusal();
     }
     r.arrival = clock::now();
     pending_ptr p = make_pending(std::move(r), std::move(sink));
@@ -110,9 +104,7 @@ public:
     if (to.instance != routing::no_instance) {
       wake(to.instance);
     }
-    if (next_timeout < time_point{duration{timekeeper_target_.load(std::memory_order_seq_cst)}}) {
-      timekeeper_spot_.wake_one();
-    }
+    runtime_.wake_timekeeper_before(next_timeout);
     return {};
   }
 
@@ -134,54 +126,22 @@ public:
   /// decoupled model's requests still owed a final response are waited for (`drain`) or
   /// answered `cancelled` (`cancel`).
   void shutdown(shutdown_mode mode) {
-    state expected = state::running;
-    const state next = mode == shutdown_mode::drain ? state::draining : state::cancelling;
-    if (state_.compare_exchange_strong(expected, next, std::memory_order_acq_rel)) {
-      while (submitters_.load(std::memory_order_acquire) != 0) {
-        std::this_thread::yield();
-      }
-      early_exits exits;
-      {
-        const std::lock_guard lock{core_mutex_};
-        if (mode == shutdown_mode::cancel) {
-          core_.drain(exits);
-        }
-        core_.flush();
-      }
-      detail::answer_early_exits(exits, stats_, clock::now());
-      wake_all();
-    }
-    if (decoupled_ && mode == shutdown_mode::cancel) {
-      // A draining shutdown may be waiting (holding join_mutex_) for requests a backend never
-      // finishes: answering them now lets it return, so a cancel can follow a drain.
-      decoupled_->cancel_all();
-    }
-    const std::lock_guard join_lock{join_mutex_};
-    for (auto& in : instances_) {
-      if (in->thread.joinable()) {
-        in->thread.join();
-      }
-    }
-    if (timekeeper_.joinable()) {
-      timekeeper_stop_.store(true, std::memory_order_seq_cst);
-      timekeeper_spot_.wake_all();
-      timekeeper_.join();
-    }
-    if (decoupled_) {
-      if (mode == shutdown_mode::cancel ||
-          state_.load(std::memory_order_acquire) == state::cancelling) {
-        decoupled_->cancel_all(); // again: batches that ran until the join may have opened more
-      }
-      decoupled_->wait_idle();
-    }
+    runtime_.shutdown(
+        mode, core_mutex_,
+        [&](early_exits& exits) {
+          if (mode == shutdown_mode::cancel) {
+            core_.drain(exits);
+          }
+          core_.flush();
+        },
+        [&] { wake_all(); });
   }
 
-  [[nodiscard]] std::size_t instance_count() const noexcept { return instances_.size(); }
+  [[nodiscard]] std::size_t instance_count() const noexcept { return runtime_.instance_count(); }
   /// The implicit-state store (its live_sequences() and bytes_in_use() are safe to read).
   [[nodiscard]] const Store& states() const noexcept { return store_; }
 
 private:
-  enum class state : std::uint8_t { running, draining, cancelling };
   using instance = detail::backend_instance<Backend>;
 
   /// An instance's wake-up channel: work routed to it bumps `generation`.
@@ -232,7 +192,7 @@ private:
   // -- instance threads --------------------------------------------------------------------------
 
   void run_instance(std::size_t index) {
-    instance& self = *instances_[index];
+    instance& self = runtime_.at(index);
     lane& my = lanes_[index];
     batch_plan plan;
     early_exits exits;
@@ -254,11 +214,11 @@ private:
         if (executed) {
           core_.batch_done(index, now, plan);
           plan.clear();
-          emptied = state_.load(std::memory_order_acquire) != state::running && core_.size() == 0;
+          emptied = !runtime_.running() && core_.size() == 0;
         }
         formed = core_.form_batch(index, now, plan, exits);
         if (!formed) {
-          finished = state_.load(std::memory_order_acquire) != state::running && core_.size() == 0;
+          finished = !runtime_.running() && core_.size() == 0;
           if (finished) {
             core_.close_instance(index, plan.ended);
           }
@@ -308,7 +268,7 @@ private:
                                    std::uint64_t generation) const noexcept {
     return detail::spin_for_work(deadline, [&] {
       return my.generation.load(std::memory_order_relaxed) != generation ||
-             state_.load(std::memory_order_relaxed) != state::running;
+             !runtime_.running(std::memory_order_relaxed);
     });
   }
 
@@ -318,7 +278,7 @@ private:
     my.idle.store(true, std::memory_order_seq_cst);
     const std::uint32_t seen = my.spot.epoch();
     if (my.generation.load(std::memory_order_seq_cst) == generation &&
-        state_.load(std::memory_order_seq_cst) == state::running) {
+        runtime_.running(std::memory_order_seq_cst)) {
       my.spot.wait(seen, deadline);
     }
     my.idle.store(false, std::memory_order_seq_cst);
@@ -348,38 +308,26 @@ private:
 
   // -- the timekeeper ----------------------------------------------------------------------------
 
-  /// Applies idle expiry and backlog timeouts at their deadlines, even while every instance is
-  /// busy, then wakes the instances (a reaped slot may have gone to a backlogged sequence).
-  void run_timekeeper() {
-    early_exits exits;
-    time_point due = never;
-    while (!timekeeper_stop_.load(std::memory_order_seq_cst)) {
-      time_point next = never;
-      const time_point now = clock::now();
-      {
-        const std::lock_guard lock{core_mutex_};
-        core_.expire(now, exits);
-        next = core_.next_timeout();
-      }
-      if (!exits.empty()) {
-        detail::answer_early_exits(exits, stats_, clock::now());
-      }
-      if (now >= due) {
-        wake_all();
-      }
-      due = next;
-      const std::uint32_t seen = timekeeper_spot_.epoch();
-      timekeeper_target_.store(next.time_since_epoch().count(), std::memory_order_seq_cst);
-      std::uint64_t fresh = 0;
-      {
-        const std::lock_guard lock{core_mutex_};
-        fresh = static_cast<std::uint64_t>(core_.next_timeout() < next);
-      }
-      if (fresh != 0 || timekeeper_stop_.load(std::memory_order_seq_cst)) {
-        continue; // a submit made an earlier deadline between the two looks
-      }
-      timekeeper_spot_.wait(seen, next);
+  /// The timekeeper's tick: applies idle expiry and backlog timeouts that are due, even while
+  /// every instance is busy, then wakes the instances (a reaped slot may have gone to a
+  /// backlogged sequence) if the deadline `due` it slept for has come; returns, and keeps in
+  /// `due`, when the next one is.
+  time_point apply_timeouts(early_exits& exits, time_point& due) {
+    time_point next = never;
+    const time_point now = clock::now();
+    {
+      const std::lock_guard lock{core_mutex_};
+      core_.expire(now, exits);
+      next = core_.next_timeout();
     }
+    if (!exits.empty()) {
+      detail::answer_early_exits(exits, stats_, clock::now());
+    }
+    if (now >= due) {
+      wake_all();
+    }
+    due = next;
+    return next;
   }
 
   // -- execution ---------------------------------------------------------------------------------
@@ -422,47 +370,15 @@ private:
     for (std::size_t i = 0; i < n; ++i) {
       controls_.write(b.request(i), plan.sequence[i], b.request(i).sequence_id);
     }
-    if (const std::uint64_t waited = rate_limits_.acquire(self.context.instance_index);
-        waited != 0) {
-      stats_.record_rate_limiter_wait(waited);
-    }
-    detail::instance_rate_limits::held resources{rate_limits_, self.context.instance_index};
-    stats_.add_pending(-static_cast<std::int64_t>(real));
-
-    const time_point start = clock::now();
-    if constexpr (traits::decoupled) {
-      for (auto& p : plan.requests) {
-        b.bind_decoupled(p ? decoupled_->open(*p, start) : nullptr);
-      }
-    }
-    const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
-    const time_point end = clock::now();
-    resources.release(); // as Triton: when execute returns, not at the final response
-
-    model_statistics::execution e = detail::execution_record(self.context.instance_index, b, start,
-                                                             end, plan.elements, real, plan.reason);
-    for (std::size_t i = 0; i < n; ++i) {
-      auto& p = plan.requests[i];
-      if (!p) {
-        continue;
-      }
-      const sequence_controls& c = plan.sequence[i];
-      response& r = b.response(i);
-      if (failure) {
-        r = response::failure(internal_error("backend of model '" + options_.name +
-                                             "' failed in instance '" + self.placement.name +
-                                             "': " + *failure));
-      } else if (!bound[i].ok()) {
+    runtime_.execute(self, plan, b, real, [&](std::size_t i, response& r, bool backend_threw) {
+      if (!backend_threw && !bound[i].ok()) {
         r = response::failure(bound[i]);
       }
-      if (auto s = store_.update(global_slot(self, c.slot), p->request, r); !s.ok() && r.ok()) {
+      const std::size_t slot = global_slot(self, plan.sequence[i].slot);
+      if (auto s = store_.update(slot, plan.requests[i]->request, r); !s.ok() && r.ok()) {
         r = response::failure(std::move(s));
       }
-      detail::finish_response(p->request, r);
-      detail::stamp_timing(r, p->request, start, e);
-      detail::count_request(e, p->request, p->batch_elements, r.ok(), start, end);
-    }
-    stats_.record_execution(e);
+    });
     for (std::size_t i = 0; i < n; ++i) {
       if (auto& p = plan.requests[i]) {
         const sequence_controls& c = plan.sequence[i];
@@ -470,10 +386,7 @@ private:
           end_sequence(self, {p->request.sequence_id, c.slot, sequence_end_reason::end});
         }
         if constexpr (traits::decoupled) {
-          response& r = b.response(i);
-          if (!b.sender_taken(i) || !r.ok()) {
-            (void)b.decoupled_state(i)->send(std::move(r), true);
-          }
+          detail::send_final_response(b, i);
         } else {
           detail::deliver(*p, std::move(b.response(i)));
         }
@@ -482,11 +395,8 @@ private:
     b.clear();
   }
 
-  // The model's configuration and statistics (the model owns them and outlives this shell).
-  const model_options& options_;
-  const resolved_config& config_;
+  // The model's statistics (the model owns them and outlives this shell).
   model_statistics& stats_;
-  const model_environment& environment_;
 
   std::mutex core_mutex_;
   Core core_;
@@ -494,21 +404,8 @@ private:
   detail::control_tensors controls_;
   std::vector<instance_placement> placements_;
   std::vector<lane> lanes_;
-  // Decoupled models only; outlives the instances (their senders point into it).
-  std::optional<detail::decoupled_requests> decoupled_;
-  detail::instance_rate_limits rate_limits_; // unregisters after the instances stopped
-  std::vector<std::unique_ptr<instance>> instances_;
-
-  // The timekeeper.
-  std::thread timekeeper_;
-  detail::parking_spot timekeeper_spot_;
-  std::atomic<duration::rep> timekeeper_target_{never.time_since_epoch().count()};
-  std::atomic<bool> timekeeper_stop_{false};
-
-  // Lifecycle.
-  std::atomic<state> state_{state::running};
-  std::atomic<int> submitters_{0};
-  std::mutex join_mutex_;
+  // The instances, their threads and the lifecycle; built after everything above it.
+  detail::shell_runtime<Backend> runtime_;
 };
 
 } // namespace servekit

@@ -10,12 +10,11 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/intake.hpp>
-#include <servekit/runtime/detail/decoupled_requests.hpp>
 #include <servekit/runtime/detail/finish.hpp>
-#include <servekit/runtime/detail/instance_rate_limits.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
+#include <servekit/runtime/detail/shell_runtime.hpp>
 #include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model_environment.hpp>
@@ -61,16 +60,10 @@ public:
   threaded_shell(const model_options& options, const resolved_config& config,
                  std::vector<instance_placement> placements, model_statistics& stats,
                  const model_environment& environment)
-      : options_{options}, config_{config}, stats_{stats},
-        environment_{environment}, core_{config.scheduler}, placements_{std::move(placements)},
-        preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering} {
-    if constexpr (traits::decoupled) {
-      decoupled_.emplace(options.name, stats, config.final_response_timeout_microseconds);
-    }
+      : config_{config}, stats_{stats}, core_{config.scheduler}, placements_{std::move(placements)},
+        preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering},
+        runtime_{options, config, placements_, stats, environment} {
     setup_admission();
-    rate_limits_ = detail::instance_rate_limits{environment_.limiter, options_.name,
-                                                options_.instance_group, placements_};
-    create_instances();
     start_threads();
   }
 
@@ -83,10 +76,9 @@ public:
   /// Queues a validated request that counts `elements` toward a batch, or says why not
   /// (`unavailable`: shutting down, or its priority level is full). Any thread, no lock.
   [[nodiscard]] status submit(request&& r, response_sink&& sink, std::int64_t elements) {
-    const detail::submit_guard guard{submitters_};
-    if (state_.load(std::memory_order_acquire) != state::running) {
-      return unavailable("model '" + options_.name +
-                         "' is shutting down and accepts no new requests");
+    const auto guard = runtime_.guard_submit();
+    if (!runtime_.running()) {
+      return runtime_.refusal();
     }
     const std::uint32_t level = core_.level_of(r);
     if (bounded_[level] && !admit(level)) {
@@ -104,9 +96,7 @@ public:
     if (idle_.load(std::memory_order_seq_cst) > 0) {
       idle_spot_.wake_one();
     }
-    if (deadline < time_point{duration{timekeeper_target_.load(std::memory_order_seq_cst)}}) {
-      timekeeper_spot_.wake_one();
-    }
+    runtime_.wake_timekeeper_before(deadline);
     return {};
   }
 
@@ -133,61 +123,28 @@ public:
   /// decoupled model's requests still owed a final response are waited for (`drain`, bounded
   /// by final_response_timeout_microseconds when set) or answered `cancelled` (`cancel`).
   void shutdown(shutdown_mode mode) {
-    state expected = state::running;
-    const state next = mode == shutdown_mode::drain ? state::draining : state::cancelling;
-    if (state_.compare_exchange_strong(expected, next, std::memory_order_acq_rel)) {
-      while (submitters_.load(std::memory_order_acquire) != 0) {
-        std::this_thread::yield(); // a submit that passed the state check finishes its push
-      }
-      early_exits exits;
-      {
-        const std::lock_guard lock{core_mutex_};
-        take_intake();
-        if (mode == shutdown_mode::cancel) {
-          core_.drain(exits);
-          release_admissions(exits);
-        } else {
-          core_.flush();
-        }
-      }
-      detail::answer_early_exits(exits, stats_, clock::now());
-      idle_spot_.wake_all();
-    }
-    if (decoupled_ && mode == shutdown_mode::cancel) {
-      // A draining shutdown may be waiting (holding join_mutex_) for requests a backend never
-      // finishes: answering them now lets it return, so a cancel can follow a drain.
-      decoupled_->cancel_all();
-    }
-    const std::lock_guard join_lock{join_mutex_};
-    for (auto& in : instances_) {
-      if (in->thread.joinable()) {
-        in->thread.join();
-      }
-    }
-    if (timekeeper_thread_.joinable()) {
-      timekeeper_stop_.store(true, std::memory_order_seq_cst);
-      timekeeper_spot_.wake_all();
-      timekeeper_thread_.join();
-    }
-    if (decoupled_) {
-      if (mode == shutdown_mode::cancel ||
-          state_.load(std::memory_order_acquire) == state::cancelling) {
-        decoupled_->cancel_all(); // again: batches that ran until the join may have opened more
-      }
-      decoupled_->wait_idle();
-    }
+    runtime_.shutdown(
+        mode, core_mutex_,
+        [&](early_exits& exits) {
+          take_intake();
+          if (mode == shutdown_mode::cancel) {
+            core_.drain(exits);
+            release_admissions(exits);
+          } else {
+            core_.flush();
+          }
+        },
+        [&] { idle_spot_.wake_all(); });
   }
 
   /// Decoupled models: requests whose final response has not been sent yet.
   [[nodiscard]] std::size_t outstanding_decoupled() const {
-    return decoupled_ ? decoupled_->outstanding() : 0;
+    return runtime_.outstanding_decoupled();
   }
 
-  [[nodiscard]] std::size_t instance_count() const noexcept { return instances_.size(); }
+  [[nodiscard]] std::size_t instance_count() const noexcept { return runtime_.instance_count(); }
 
 private:
-  enum class state : std::uint8_t { running, draining, cancelling };
-
   using instance = detail::backend_instance<Backend>;
 
   // -- admission: max_queue_size without taking the core's lock -------------------------------
@@ -231,18 +188,14 @@ private:
     }
   }
 
-  // -- instances ---------------------------------------------------------------------------------
-
-  void create_instances() {
-    instances_ = detail::create_instances<Backend>(options_, config_, placements_, &stats_);
-  }
+  // -- threads -----------------------------------------------------------------------------------
 
   void start_threads() {
-    for (std::size_t i = 0; i < instances_.size(); ++i) {
-      instances_[i]->thread = std::thread{[this, i] { run_instance(i); }};
-    }
+    runtime_.start_instances([this](std::size_t i) { run_instance(i); });
     if (timekeeper_) {
-      timekeeper_thread_ = std::thread{[this] { run_timekeeper(); }};
+      runtime_.start_timekeeper(
+          [this, exits = early_exits{}]() mutable { return apply_timeouts(exits); },
+          [this](time_point) { return has_unseen_work(); });
     }
   }
 
@@ -282,7 +235,7 @@ private:
   }
 
   void run_instance(std::size_t index) {
-    instance& self = *instances_[index];
+    instance& self = runtime_.at(index);
     batch_plan plan;
     early_exits exits;
     batch b;
@@ -304,8 +257,7 @@ private:
           }
           more = core_.size() != 0;
         } else {
-          finished = state_.load(std::memory_order_acquire) != state::running &&
-                     core_.size() == 0 && !has_unseen_work();
+          finished = !runtime_.running() && core_.size() == 0 && !has_unseen_work();
           deadline = core_.next_deadline();
           generation = core_generation_.load(std::memory_order_relaxed);
         }
@@ -335,7 +287,7 @@ private:
   [[nodiscard]] bool spin_for_work(time_point deadline, std::uint64_t generation) const noexcept {
     return detail::spin_for_work(deadline, [&] {
       return has_unseen_work() || core_generation_.load(std::memory_order_relaxed) != generation ||
-             state_.load(std::memory_order_relaxed) != state::running;
+             !runtime_.running(std::memory_order_relaxed);
     });
   }
 
@@ -347,49 +299,34 @@ private:
     idle_.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t seen = idle_spot_.epoch();
     if (!has_unseen_work() && core_generation_.load(std::memory_order_seq_cst) == generation &&
-        state_.load(std::memory_order_seq_cst) == state::running) {
+        runtime_.running(std::memory_order_seq_cst)) {
       idle_spot_.wait(seen, deadline);
     }
     idle_.fetch_sub(1, std::memory_order_seq_cst);
   }
 
-  /// Applies REJECT timeouts at their deadlines, even while every instance is busy.
-  void run_timekeeper() {
-    early_exits exits;
-    while (!timekeeper_stop_.load(std::memory_order_seq_cst)) {
-      time_point next = never;
-      bool took = false;
-      {
-        const std::lock_guard lock{core_mutex_};
-        took = take_intake();
-        core_.expire(clock::now(), exits);
-        release_admissions(exits);
-        next = core_.next_timeout();
-      }
-      if (took) {
-        wake_idle_instance();
-      }
-      if (!exits.empty()) {
-        detail::answer_early_exits(exits, stats_, clock::now());
-      }
-      const std::uint32_t seen = timekeeper_spot_.epoch();
-      timekeeper_target_.store(next.time_since_epoch().count(), std::memory_order_seq_cst);
-      if (timekeeper_stop_.load(std::memory_order_seq_cst) || has_unseen_work()) {
-        continue; // a request with an earlier deadline may sit in the intake
-      }
-      timekeeper_spot_.wait(seen, next);
+  /// The timekeeper's tick: applies REJECT timeouts that are due, even while every instance is
+  /// busy; returns when the next one is.
+  time_point apply_timeouts(early_exits& exits) {
+    time_point next = never;
+    bool took = false;
+    {
+      const std::lock_guard lock{core_mutex_};
+      took = take_intake();
+      core_.expire(clock::now(), exits);
+      release_admissions(exits);
+      next = core_.next_timeout();
     }
+    if (took) {
+      wake_idle_instance();
+    }
+    if (!exits.empty()) {
+      detail::answer_early_exits(exits, stats_, clock::now());
+    }
+    return next;
   }
 
   // -- execution ---------------------------------------------------------------------------------
-
-  /// Blocks until the rate limiter grants the instance its group's resources (at once, and
-  /// for free, without a limiter or without `rate_limiter` in its group).
-  void wait_for_resources(std::size_t instance_index) {
-    if (const std::uint64_t waited = rate_limits_.acquire(instance_index); waited != 0) {
-      stats_.record_rate_limiter_wait(waited);
-    }
-  }
 
   void execute(instance& self, batch_plan& plan, batch& b, std::uint64_t sequence) {
     const std::size_t n = plan.requests.size();
@@ -398,36 +335,11 @@ private:
     for (const auto& p : plan.requests) {
       b.add(p->request, p->batch_elements, p->sink);
     }
-    wait_for_resources(self.context.instance_index);
-    detail::instance_rate_limits::held resources{rate_limits_, self.context.instance_index};
-    stats_.add_pending(-static_cast<std::int64_t>(n));
-
-    const time_point start = clock::now();
+    runtime_.execute(self, plan, b, n, [](std::size_t, response&, bool) {});
     if constexpr (traits::decoupled) {
-      open_decoupled(plan, b, start);
-    }
-    const std::optional<std::string> failure = detail::run_backend(*self.backend, b);
-    const time_point end = clock::now();
-    resources.release(); // as Triton: when execute returns, not at the final response
-
-    model_statistics::execution e = detail::execution_record(self.context.instance_index, b, start,
-                                                             end, plan.elements, n, plan.reason);
-    for (std::size_t i = 0; i < n; ++i) {
-      pending_request& p = *plan.requests[i];
-      response& r = b.response(i);
-      if (failure) {
-        r = response::failure(internal_error("backend of model '" + options_.name +
-                                             "' failed in instance '" + self.placement.name +
-                                             "': " + *failure));
+      for (std::size_t i = 0; i < n; ++i) {
+        detail::send_final_response(b, i);
       }
-      detail::finish_response(p.request, r);
-      detail::stamp_timing(r, p.request, start, e);
-      detail::count_request(e, p.request, p.batch_elements, r.ok(), start, end);
-    }
-    stats_.record_execution(e);
-
-    if constexpr (traits::decoupled) {
-      finish_decoupled(b, n);
     } else if (preserve_ordering_) {
       ordering_.complete(sequence, plan, b);
     } else {
@@ -439,31 +351,9 @@ private:
     plan.clear();
   }
 
-  // -- decoupled models --------------------------------------------------------------------------
-
-  /// Moves each request's sink into a per-request state that any thread can send through.
-  void open_decoupled(batch_plan& plan, batch& b, time_point start) {
-    for (const auto& p : plan.requests) {
-      b.bind_decoupled(decoupled_->open(*p, start));
-    }
-  }
-
-  /// Sends response(i) as the final response of each request the backend did not take over
-  /// (an execution that threw fails them all, taken or not, unless they have their final).
-  void finish_decoupled(batch& b, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      response& r = b.response(i);
-      if (!b.sender_taken(i) || !r.ok()) {
-        (void)b.decoupled_state(i)->send(std::move(r), true);
-      }
-    }
-  }
-
   // The model's configuration and statistics (the model owns them and outlives this shell).
-  const model_options& options_;
   const resolved_config& config_;
   model_statistics& stats_;
-  const model_environment& environment_;
 
   // The decision core and what feeds it.
   std::mutex core_mutex_;
@@ -479,24 +369,13 @@ private:
   // Sleeping and waking.
   alignas(64) std::atomic<int> idle_{0};
   detail::parking_spot idle_spot_;
-  bool timekeeper_ = false;
-  detail::parking_spot timekeeper_spot_;
-  std::atomic<duration::rep> timekeeper_target_{never.time_since_epoch().count()};
-  std::atomic<bool> timekeeper_stop_{false};
-
-  // Lifecycle.
-  std::atomic<state> state_{state::running};
-  std::atomic<int> submitters_{0};
-  std::mutex join_mutex_;
+  bool timekeeper_ = false; // a queue policy has timeouts
 
   std::vector<instance_placement> placements_;
   bool preserve_ordering_ = false;
   detail::ordered_completion ordering_;
-  // Decoupled models only; outlives the instances (their senders point into it).
-  std::optional<detail::decoupled_requests> decoupled_;
-  detail::instance_rate_limits rate_limits_; // unregisters after the instances stopped
-  std::vector<std::unique_ptr<instance>> instances_;
-  std::thread timekeeper_thread_;
+  // The instances, their threads and the lifecycle; built after everything above it.
+  detail::shell_runtime<Backend> runtime_;
 };
 
 } // namespace servekit
