@@ -60,9 +60,9 @@ public:
   threaded_shell(const model_options& options, const resolved_config& config,
                  std::vector<instance_placement> placements, model_statistics& stats,
                  const model_environment& environment)
-      : config_{config}, stats_{stats}, core_{config.scheduler}, placements_{std::move(placements)},
-        preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering},
-        runtime_{options, config, placements_, stats, environment} {
+      : config_{config}, stats_{stats}, placements_{std::move(placements)}, core_{config.scheduler},
+        runtime_{options, config, placements_, stats, environment},
+        preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering} {
     setup_admission();
     start_threads();
   }
@@ -354,6 +354,7 @@ private:
   // The model's configuration and statistics (the model owns them and outlives this shell).
   const resolved_config& config_;
   model_statistics& stats_;
+  std::vector<instance_placement> placements_;
 
   // The decision core and what feeds it.
   std::mutex core_mutex_;
@@ -370,12 +371,13 @@ private:
   alignas(64) std::atomic<int> idle_{0};
   detail::parking_spot idle_spot_;
   bool timekeeper_ = false; // a queue policy has timeouts
+  // The instances, their threads, the timekeeper and the lifecycle, built after the core; here
+  // so that the state a submit reads and writes (idle_, the lifecycle, the timekeeper's
+  // deadline) shares a cache line.
+  detail::shell_runtime<Backend> runtime_;
 
-  std::vector<instance_placement> placements_;
   bool preserve_ordering_ = false;
   detail::ordered_completion ordering_;
-  // The instances, their threads and the lifecycle; built after everything above it.
-  detail::shell_runtime<Backend> runtime_;
 };
 
 } // namespace servekit

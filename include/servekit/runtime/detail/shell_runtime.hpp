@@ -244,19 +244,18 @@ public:
 private:
   enum class state : std::uint8_t { running, draining, cancelling };
 
-  // The model's configuration and statistics (the model owns them and outlives the shell).
-  const model_options& options_;
-  model_statistics& stats_;
-
-  // The timekeeper's wake-up channel.
+  // First, so that a shell that declares this object right after its own wake-up state keeps
+  // everything a submit touches together: the timekeeper's wake-up channel and the lifecycle.
   detail::parking_spot timekeeper_spot_;
   std::atomic<duration::rep> timekeeper_target_{never.time_since_epoch().count()};
   std::atomic<bool> timekeeper_stop_{false};
-
-  // Lifecycle.
   std::atomic<state> state_{state::running};
   std::atomic<int> submitters_{0};
   std::mutex join_mutex_;
+
+  // The model's configuration and statistics (the model owns them and outlives the shell).
+  const model_options& options_;
+  model_statistics& stats_;
 
   // Decoupled models only; outlives the instances (their senders point into it).
   std::optional<decoupled_requests> decoupled_;
