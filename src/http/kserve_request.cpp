@@ -1,6 +1,6 @@
 // The KServe v2 request decoder, compiled once into servekit::server: decode_infer_request
 // (http/kserve_request.hpp) and the infer_request_parser it drives
-// (http/detail/infer_request_parser.hpp). See core/detail/server_tier.hpp.
+// (http/detail/infer_request_parser.hpp). See core/detail/linkage.hpp.
 
 #include <servekit/http/detail/infer_request_parser.hpp>
 #include <servekit/http/kserve_request.hpp>

@@ -14,10 +14,10 @@
 /// messages, each message's field list with its reader and writer, the checks across fields)
 /// and are compiled once into
 /// servekit::server; with SERVEKIT_HEADER_ONLY defined this header includes them instead
-/// (core/detail/server_tier.hpp).
+/// (core/detail/linkage.hpp).
 
 #include <servekit/core/config_error.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +29,7 @@ namespace servekit {
 
 /// Escapes one reference token of a JSON pointer (RFC 6901): '~' becomes "~0" and '/' becomes
 /// "~1", so `"/parameters/" + to_json_pointer_escaped("a/b")` is "/parameters/a~1b".
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string to_json_pointer_escaped(std::string_view token);
+[[nodiscard]] SERVEKIT_DECL std::string to_json_pointer_escaped(std::string_view token);
 
 /// Reads Triton model-configuration JSON (already parsed) into model_options. Integer fields
 /// take JSON numbers or decimal strings. Throws config_error whose path() is a JSON pointer to
@@ -37,19 +37,19 @@ namespace servekit {
 /// wrong_type, or bad_value (including the dynamic- and sequence-batching rules of validate()
 /// and Triton's rules for ensembles). An ensemble (`ensemble_scheduling` set) that leaves out
 /// `platform` gets platform "ensemble", as Triton requires.
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(const nlohmann::json& config);
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(const nlohmann::json& config);
 
 /// Parses `json_text` and reads it as load_model_config(const nlohmann::json&) does. Text that
 /// is not JSON (or holds a number no double can represent, such as 1e400) throws config_error
 /// with code parse_error and the parser's message.
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(std::string_view json_text);
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(std::string_view json_text);
 
 /// Text overloads: a string literal or std::string would otherwise be ambiguous between
 /// std::string_view and nlohmann::json.
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(const char* json_text);
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(const char* json_text);
 
 /// \copydoc load_model_config(const char*)
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(const std::string& json_text);
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(const std::string& json_text);
 
 /// Writes `options` as Triton model-configuration JSON: TYPE_/KIND_ names, REJECT/DELAY,
 /// integers as JSON numbers, parameters as {"key": {"string_value": "..."}}. Always writes
@@ -58,7 +58,7 @@ namespace servekit {
 /// their default value; writes platform "ensemble" for an ensemble whose platform is empty.
 /// load_model_config(save_model_config(x)) == x for every valid x (an ensemble's platform being
 /// "ensemble", as load_model_config sets it).
-[[nodiscard]] SERVEKIT_SERVER_DECL nlohmann::json save_model_config(const model_options& options);
+[[nodiscard]] SERVEKIT_DECL nlohmann::json save_model_config(const model_options& options);
 
 } // namespace servekit
 

@@ -13,12 +13,12 @@
 /// as JSON. Generate is a convenience endpoint for text-like models, not the hot path.
 ///
 /// decode_generate_request is defined in http/impl/generate_request.ipp, compiled into
-/// servekit::server (core/detail/server_tier.hpp); with SERVEKIT_HEADER_ONLY this header
+/// servekit::server (core/detail/linkage.hpp); with SERVEKIT_HEADER_ONLY this header
 /// includes it.
 
 #include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/data_type.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
@@ -263,9 +263,11 @@ struct generate_plan {
 /// batches) into `out`, as decode_infer_request decodes the infer request that
 /// translate_generate_request makes of it: the same result and the same errors, from one parse
 /// of the body. Every error is invalid_argument (resource_exhausted if memory runs out).
-[[nodiscard]] SERVEKIT_SERVER_DECL status decode_generate_request(
-    std::string_view body, std::string_view model, std::span<const tensor_config> inputs,
-    bool batching, decoded_infer_request& out);
+[[nodiscard]] SERVEKIT_DECL status decode_generate_request(std::string_view body,
+                                                           std::string_view model,
+                                                           std::span<const tensor_config> inputs,
+                                                           bool batching,
+                                                           decoded_infer_request& out);
 
 /// Writes the generate response for a successful `r` into `out` (cleared first):
 /// {"model_name","model_version" (a string),"id" (when set),<output name>: value...}; an output

@@ -8,9 +8,9 @@
 /// handler writes values into a per-thread scratch and converts them once per input.
 ///
 /// The decoder is defined in http/impl/kserve_request.ipp, compiled into servekit::server
-/// (core/detail/server_tier.hpp); with SERVEKIT_HEADER_ONLY this header includes it.
+/// (core/detail/linkage.hpp); with SERVEKIT_HEADER_ONLY this header includes it.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
@@ -43,7 +43,7 @@ namespace servekit::http {
 /// match "shape" (Triton counts elements only); NaN/Infinity tokens are not accepted (strict JSON
 /// grammar; Triton's rapidjson takes them); JSON nested deeper than 512 levels, duplicate keys,
 /// shared memory and classification are refused.
-[[nodiscard]] SERVEKIT_SERVER_DECL status
+[[nodiscard]] SERVEKIT_DECL status
 decode_infer_request(std::string_view body, std::optional<std::size_t> json_header_length,
                      decoded_infer_request& out);
 

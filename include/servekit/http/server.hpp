@@ -19,7 +19,7 @@
 /// servekit::server (http/impl/server.ipp, http/impl/session_*.ipp), so including this header costs
 /// no Beast or Asio.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/server_options.hpp>
 #include <servekit/repository/model_repository.hpp>
 

@@ -25,9 +25,9 @@
 ///
 /// The repository's non-template parts (loading folders, version selection, reload, unload, the
 /// index, readiness, the reaper) are compiled once into servekit::server (repository/impl/*.ipp,
-/// core/detail/server_tier.hpp); the constructors taking a backend_list stay templates here.
+/// core/detail/linkage.hpp); the constructors taking a backend_list stay templates here.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/repository/any_model.hpp>
 #include <servekit/repository/loaded_model.hpp>

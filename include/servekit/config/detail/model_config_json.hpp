@@ -11,7 +11,7 @@
 #include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/queue/queue_policy.hpp>
 #include <servekit/runtime/model_options.hpp>
@@ -44,21 +44,20 @@ using json = nlohmann::json;
 // JSON pointers
 
 /// The pointer of member `key` of the object at `parent` ("" is the document root).
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string member_path(const std::string& parent,
-                                                           std::string_view key);
+[[nodiscard]] SERVEKIT_DECL std::string member_path(const std::string& parent,
+                                                    std::string_view key);
 
 /// The pointer of element `index` of the array at `parent`.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string element_path(const std::string& parent,
-                                                            std::size_t index);
+[[nodiscard]] SERVEKIT_DECL std::string element_path(const std::string& parent, std::size_t index);
 
 // ------------------------------------------------------------------------------------------
 // Describing values and names in messages
 
 /// The value as JSON text, cut (at a UTF-8 character boundary) when long: "\"TYPE_FLOAT\"", "1.5".
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string quoted_json(const json& value);
+[[nodiscard]] SERVEKIT_DECL std::string quoted_json(const json& value);
 
 /// "string \"abc\"", "number 1.5", "boolean true"; just "null", "array" or "object" otherwise.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string describe_json(const json& value);
+[[nodiscard]] SERVEKIT_DECL std::string describe_json(const json& value);
 
 /// "a, b, c".
 template <class Names>
@@ -76,32 +75,29 @@ template <class Names>
 // ------------------------------------------------------------------------------------------
 // Throwing config_error
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_wrong_type(const std::string& path,
-                                                       std::string_view expected, const json& got);
+[[noreturn]] SERVEKIT_DECL void fail_wrong_type(const std::string& path, std::string_view expected,
+                                                const json& got);
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_bad_value(const std::string& path,
-                                                      const std::string& message);
+[[noreturn]] SERVEKIT_DECL void fail_bad_value(const std::string& path, const std::string& message);
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_not_supported_yet(const std::string& path,
-                                                              std::string_view field);
+[[noreturn]] SERVEKIT_DECL void fail_not_supported_yet(const std::string& path,
+                                                       std::string_view field);
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_unknown_field(const std::string& path,
-                                                          std::string_view field,
-                                                          std::span<const std::string_view> known);
+[[noreturn]] SERVEKIT_DECL void fail_unknown_field(const std::string& path, std::string_view field,
+                                                   std::span<const std::string_view> known);
 
 // ------------------------------------------------------------------------------------------
 // JSON types: objects, arrays, booleans, strings
 
-SERVEKIT_SERVER_DECL void expect_object(const json& value, const std::string& path,
-                                        std::string_view what = "an object");
+SERVEKIT_DECL void expect_object(const json& value, const std::string& path,
+                                 std::string_view what = "an object");
 
-SERVEKIT_SERVER_DECL void expect_array(const json& value, const std::string& path);
+SERVEKIT_DECL void expect_array(const json& value, const std::string& path);
 
 /// Booleans must be JSON true/false; "true" and 1 are refused.
-[[nodiscard]] SERVEKIT_SERVER_DECL bool read_bool(const json& value, const std::string& path);
+[[nodiscard]] SERVEKIT_DECL bool read_bool(const json& value, const std::string& path);
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string read_string(const json& value,
-                                                           const std::string& path);
+[[nodiscard]] SERVEKIT_DECL std::string read_string(const json& value, const std::string& path);
 
 /// Reads each element with `read_element(element, element_path)`.
 template <class Element, class ReadElement>
@@ -141,10 +137,10 @@ template <class T>
   }
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL bool is_decimal_digits(std::string_view text) noexcept;
+[[nodiscard]] SERVEKIT_DECL bool is_decimal_digits(std::string_view text) noexcept;
 
-[[nodiscard]] SERVEKIT_SERVER_DECL integer_value read_integer_value(const json& value,
-                                                                    const std::string& path);
+[[nodiscard]] SERVEKIT_DECL integer_value read_integer_value(const json& value,
+                                                             const std::string& path);
 
 /// Checks that `v` fits `T` (no negative value for unsigned types) and converts it.
 template <class T>
@@ -183,7 +179,7 @@ template <class T>
 
 /// A field of protobuf type `float`. Finite values beyond float's range are refused rather than
 /// silently turned into infinities.
-[[nodiscard]] SERVEKIT_SERVER_DECL float read_float(const json& value, const std::string& path);
+[[nodiscard]] SERVEKIT_DECL float read_float(const json& value, const std::string& path);
 
 // ------------------------------------------------------------------------------------------
 // Enums by their Triton names
@@ -267,13 +263,12 @@ template <class Enum>
 // Data types and dims
 
 /// "TYPE_FP32" or "FP32" ("TYPE_STRING" or "BYTES" for BYTES).
-[[nodiscard]] SERVEKIT_SERVER_DECL data_type read_data_type(const json& value,
-                                                            const std::string& path);
+[[nodiscard]] SERVEKIT_DECL data_type read_data_type(const json& value, const std::string& path);
 
 /// Dimensions of a tensor: each >= 1, or -1 for a variable size; at most shape::max_rank.
-[[nodiscard]] SERVEKIT_SERVER_DECL shape read_dims(const json& value, const std::string& path);
+[[nodiscard]] SERVEKIT_DECL shape read_dims(const json& value, const std::string& path);
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_dims(const shape& dims);
+[[nodiscard]] SERVEKIT_DECL json write_dims(const shape& dims);
 
 // ------------------------------------------------------------------------------------------
 // Plain values by C++ type
@@ -328,28 +323,27 @@ template <class T>
 // same field list its reader walks.
 
 /// Protobuf's JSON spelling: a number, or "NaN", "Infinity", "-Infinity" (JSON has none of them).
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_float(float value);
+[[nodiscard]] SERVEKIT_DECL json write_float(float value);
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const tensor_config& tensor);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const queue_policy& policy);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const dynamic_batching_options& options);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const sequence_control& control);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const control_input& input);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const initial_state_options& initial);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const state_options& state);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const sequence_batching_options& options);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const rate_limiter_resource& resource);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const rate_limiter_options& limiter);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const instance_group_options& group);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const ensemble_step_options& step);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const ensemble_scheduling_options& options);
-[[nodiscard]] SERVEKIT_SERVER_DECL json
-write_message(const model_transaction_policy_options& policy);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const response_cache_options& cache);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const warmup_input_options& input);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const model_warmup_options& sample);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const version_policy_options& policy);
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const model_options& options);
+[[nodiscard]] SERVEKIT_DECL json write_message(const tensor_config& tensor);
+[[nodiscard]] SERVEKIT_DECL json write_message(const queue_policy& policy);
+[[nodiscard]] SERVEKIT_DECL json write_message(const dynamic_batching_options& options);
+[[nodiscard]] SERVEKIT_DECL json write_message(const sequence_control& control);
+[[nodiscard]] SERVEKIT_DECL json write_message(const control_input& input);
+[[nodiscard]] SERVEKIT_DECL json write_message(const initial_state_options& initial);
+[[nodiscard]] SERVEKIT_DECL json write_message(const state_options& state);
+[[nodiscard]] SERVEKIT_DECL json write_message(const sequence_batching_options& options);
+[[nodiscard]] SERVEKIT_DECL json write_message(const rate_limiter_resource& resource);
+[[nodiscard]] SERVEKIT_DECL json write_message(const rate_limiter_options& limiter);
+[[nodiscard]] SERVEKIT_DECL json write_message(const instance_group_options& group);
+[[nodiscard]] SERVEKIT_DECL json write_message(const ensemble_step_options& step);
+[[nodiscard]] SERVEKIT_DECL json write_message(const ensemble_scheduling_options& options);
+[[nodiscard]] SERVEKIT_DECL json write_message(const model_transaction_policy_options& policy);
+[[nodiscard]] SERVEKIT_DECL json write_message(const response_cache_options& cache);
+[[nodiscard]] SERVEKIT_DECL json write_message(const warmup_input_options& input);
+[[nodiscard]] SERVEKIT_DECL json write_message(const model_warmup_options& sample);
+[[nodiscard]] SERVEKIT_DECL json write_message(const version_policy_options& policy);
+[[nodiscard]] SERVEKIT_DECL json write_message(const model_options& options);
 
 /// The JSON of any value read_value reads, of an optional (its value), of a map (an object;
 /// integer keys as decimal strings), or of a message.
@@ -464,9 +458,8 @@ template <auto First, auto... Rest>
 
 /// Refuses an object that sets more than one member of the protobuf oneof `oneof` (protobuf's
 /// own parser does too); the error points at the second member in the order of `members`.
-SERVEKIT_SERVER_DECL void check_oneof(const json& object, const std::string& path,
-                                      std::string_view oneof,
-                                      std::initializer_list<std::string_view> members);
+SERVEKIT_DECL void check_oneof(const json& object, const std::string& path, std::string_view oneof,
+                               std::initializer_list<std::string_view> members);
 
 // ------------------------------------------------------------------------------------------
 // Messages: one list of fields per message, which both its reader and its writer walk, plus
@@ -549,8 +542,8 @@ template <class Message>
   return out;
 }
 
-SERVEKIT_SERVER_DECL void require_fields(const json& object, const std::string& path,
-                                         std::initializer_list<std::string_view> required);
+SERVEKIT_DECL void require_fields(const json& object, const std::string& path,
+                                  std::initializer_list<std::string_view> required);
 
 // ------------------------------------------------------------------------------------------
 // Readers and checks that one implementation file defines and another calls
@@ -561,24 +554,22 @@ inline constexpr std::string_view ensemble_platform = "ensemble";
 // impl/model_config_json_scheduling.ipp: input[], output[], dynamic_batching,
 // sequence_batching and instance_group[] (their write_message overloads are declared above).
 
-SERVEKIT_SERVER_DECL void read_inputs(const json& value, const std::string& path,
-                                      model_options& out);
+SERVEKIT_DECL void read_inputs(const json& value, const std::string& path, model_options& out);
 
-SERVEKIT_SERVER_DECL void read_outputs(const json& value, const std::string& path,
-                                       model_options& out);
+SERVEKIT_DECL void read_outputs(const json& value, const std::string& path, model_options& out);
 
-[[nodiscard]] SERVEKIT_SERVER_DECL dynamic_batching_options
-read_dynamic_batching(const json& value, const std::string& path);
+[[nodiscard]] SERVEKIT_DECL dynamic_batching_options read_dynamic_batching(const json& value,
+                                                                           const std::string& path);
 
 /// Neither `direct` nor `oldest`: direct, Triton's default strategy.
-[[nodiscard]] SERVEKIT_SERVER_DECL sequence_batching_options
+[[nodiscard]] SERVEKIT_DECL sequence_batching_options
 read_sequence_batching(const json& value, const std::string& path);
 
-[[nodiscard]] SERVEKIT_SERVER_DECL instance_group_options
-read_instance_group(const json& value, const std::string& path);
+[[nodiscard]] SERVEKIT_DECL instance_group_options read_instance_group(const json& value,
+                                                                       const std::string& path);
 
 // impl/model_config_json_validate.ipp
 /// The checks that involve more than one field, run after every field is read.
-SERVEKIT_SERVER_DECL void check_model_options(const model_options& options);
+SERVEKIT_DECL void check_model_options(const model_options& options);
 
 } // namespace servekit::detail

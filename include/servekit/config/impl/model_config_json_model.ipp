@@ -10,7 +10,7 @@
 #include <servekit/config/detail/model_config_json.hpp>
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/config_error.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/ensemble_scheduling_options.hpp>
@@ -36,8 +36,8 @@ namespace detail {
 // the rules that need the composing models (every input mapped, types agreeing, no cycles) are
 // the ensemble's to check when it is built.
 
-SERVEKIT_SERVER_DECL void read_ensemble_model_name(const json& value, const std::string& path,
-                                                   ensemble_step_options& out) {
+SERVEKIT_DECL void read_ensemble_model_name(const json& value, const std::string& path,
+                                            ensemble_step_options& out) {
   out.model_name = read_string(value, path);
   if (out.model_name.empty()) {
     fail_bad_value(path, "ensemble step model_name must not be empty");
@@ -45,8 +45,8 @@ SERVEKIT_SERVER_DECL void read_ensemble_model_name(const json& value, const std:
 }
 
 /// -1 (the latest version) or a version >= 1; Triton writes int64 as a JSON number or a string.
-SERVEKIT_SERVER_DECL void read_ensemble_model_version(const json& value, const std::string& path,
-                                                      ensemble_step_options& out) {
+SERVEKIT_DECL void read_ensemble_model_version(const json& value, const std::string& path,
+                                               ensemble_step_options& out) {
   out.model_version = read_integer<std::int64_t>(value, path);
   if (out.model_version < 1 && out.model_version != -1) {
     fail_bad_value(path, "ensemble step model_version must be -1 (the latest version) or a "
@@ -57,8 +57,8 @@ SERVEKIT_SERVER_DECL void read_ensemble_model_version(const json& value, const s
 
 /// Triton reserves `model_namespace`; only its default, the empty string, is accepted (and
 /// never written).
-SERVEKIT_SERVER_DECL void read_ensemble_model_namespace(const json& value, const std::string& path,
-                                                        ensemble_step_options&) {
+SERVEKIT_DECL void read_ensemble_model_namespace(const json& value, const std::string& path,
+                                                 ensemble_step_options&) {
   if (!read_string(value, path).empty()) {
     fail_bad_value(path, "'model_namespace' is reserved by Triton and must be empty, got " +
                              quoted_json(value));
@@ -90,15 +90,15 @@ inline constexpr json_field<ensemble_step_options> ensemble_step_fields[] = {
     {"model_namespace", read_ensemble_model_namespace, nullptr},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL ensemble_step_options
-read_ensemble_step(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL ensemble_step_options read_ensemble_step(const json& value,
+                                                                     const std::string& path) {
   ensemble_step_options out;
   read_fields(value, path, out, ensemble_step_fields);
   require_fields(value, path, {"model_name"});
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const ensemble_step_options& step) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const ensemble_step_options& step) {
   return write_fields(step, ensemble_step_fields);
 }
 
@@ -108,7 +108,7 @@ inline constexpr json_field<ensemble_scheduling_options> ensemble_scheduling_fie
     member_field<&ensemble_scheduling_options::max_inflight_requests>("max_inflight_requests"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL ensemble_scheduling_options
+[[nodiscard]] SERVEKIT_DECL ensemble_scheduling_options
 read_ensemble_scheduling(const json& value, const std::string& path) {
   ensemble_scheduling_options out;
   read_fields(value, path, out, ensemble_scheduling_fields);
@@ -120,7 +120,7 @@ read_ensemble_scheduling(const json& value, const std::string& path) {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const ensemble_scheduling_options& options) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const ensemble_scheduling_options& options) {
   return write_fields(options, ensemble_scheduling_fields);
 }
 
@@ -133,15 +133,14 @@ inline constexpr json_field<model_transaction_policy_options> model_transaction_
         "final_response_timeout_microseconds"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL model_transaction_policy_options
+[[nodiscard]] SERVEKIT_DECL model_transaction_policy_options
 read_model_transaction_policy(const json& value, const std::string& path) {
   model_transaction_policy_options out;
   read_fields(value, path, out, model_transaction_policy_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json
-write_message(const model_transaction_policy_options& policy) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const model_transaction_policy_options& policy) {
   return write_fields(policy, model_transaction_policy_fields);
 }
 
@@ -149,14 +148,14 @@ inline constexpr json_field<response_cache_options> response_cache_fields[] = {
     member_field<&response_cache_options::enable>("enable"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL response_cache_options
-read_response_cache(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL response_cache_options read_response_cache(const json& value,
+                                                                       const std::string& path) {
   response_cache_options out;
   read_fields(value, path, out, response_cache_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const response_cache_options& cache) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const response_cache_options& cache) {
   return write_fields(cache, response_cache_fields);
 }
 
@@ -165,8 +164,8 @@ read_response_cache(const json& value, const std::string& path) {
 
 /// A warmup input has a concrete shape: every dimension >= 0, no -1 (the batch dimension is
 /// left out; batch_size adds it).
-SERVEKIT_SERVER_DECL void read_warmup_dims(const json& value, const std::string& path,
-                                           warmup_input_options& out) {
+SERVEKIT_DECL void read_warmup_dims(const json& value, const std::string& path,
+                                    warmup_input_options& out) {
   out.dims = read_array<std::int64_t>(value, path, [](const json& dim, const std::string& at) {
     const auto size = read_integer<std::int64_t>(dim, at);
     if (size < 0) {
@@ -183,8 +182,8 @@ SERVEKIT_SERVER_DECL void read_warmup_dims(const json& value, const std::string&
 }
 
 /// zero_data and random_data are protobuf bools; only `true` says what it means.
-[[nodiscard]] SERVEKIT_SERVER_DECL bool read_true_flag(const json& value, const std::string& path,
-                                                       std::string_view field) {
+[[nodiscard]] SERVEKIT_DECL bool read_true_flag(const json& value, const std::string& path,
+                                                std::string_view field) {
   if (!read_bool(value, path)) {
     fail_bad_value(path, "'" + std::string{field} +
                              "' must be true when present (it picks the input's data source)");
@@ -192,21 +191,21 @@ SERVEKIT_SERVER_DECL void read_warmup_dims(const json& value, const std::string&
   return true;
 }
 
-SERVEKIT_SERVER_DECL void read_warmup_zero_data(const json& value, const std::string& path,
-                                                warmup_input_options& out) {
+SERVEKIT_DECL void read_warmup_zero_data(const json& value, const std::string& path,
+                                         warmup_input_options& out) {
   (void)read_true_flag(value, path, "zero_data");
   out.kind = warmup_data_kind::zero_data;
 }
 
-SERVEKIT_SERVER_DECL void read_warmup_random_data(const json& value, const std::string& path,
-                                                  warmup_input_options& out) {
+SERVEKIT_DECL void read_warmup_random_data(const json& value, const std::string& path,
+                                           warmup_input_options& out) {
   (void)read_true_flag(value, path, "random_data");
   out.kind = warmup_data_kind::random_data;
 }
 
 /// A file name under `<model>/warmup/`: relative, and never leaving that folder.
-SERVEKIT_SERVER_DECL void read_warmup_input_data_file(const json& value, const std::string& path,
-                                                      warmup_input_options& out) {
+SERVEKIT_DECL void read_warmup_input_data_file(const json& value, const std::string& path,
+                                               warmup_input_options& out) {
   out.input_data_file = read_string(value, path);
   const std::string& file = out.input_data_file;
   const bool escapes = file.find("..") != std::string::npos;
@@ -242,8 +241,8 @@ inline constexpr json_field<warmup_input_options> warmup_input_fields[] = {
      write_warmup_data_source<warmup_data_kind::input_data_file>},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL warmup_input_options read_warmup_input(const json& value,
-                                                                          const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL warmup_input_options read_warmup_input(const json& value,
+                                                                   const std::string& path) {
   expect_object(value, path);
   check_oneof(value, path, "input_data_type", {"zero_data", "random_data", "input_data_file"});
   warmup_input_options out;
@@ -257,12 +256,12 @@ inline constexpr json_field<warmup_input_options> warmup_input_fields[] = {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const warmup_input_options& input) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const warmup_input_options& input) {
   return write_fields(input, warmup_input_fields);
 }
 
-SERVEKIT_SERVER_DECL void read_warmup_inputs(const json& value, const std::string& path,
-                                             model_warmup_options& out) {
+SERVEKIT_DECL void read_warmup_inputs(const json& value, const std::string& path,
+                                      model_warmup_options& out) {
   expect_object(value, path, "an object of {\"input name\": {data_type, dims, zero_data|...}}");
   for (const auto& [name, input] : value.items()) {
     out.inputs.emplace(name, read_warmup_input(input, member_path(path, name)));
@@ -277,14 +276,14 @@ inline constexpr json_field<model_warmup_options> model_warmup_fields[] = {
     member_field<&model_warmup_options::count>("count"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL model_warmup_options
-read_model_warmup_sample(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL model_warmup_options read_model_warmup_sample(const json& value,
+                                                                          const std::string& path) {
   model_warmup_options out;
   read_fields(value, path, out, model_warmup_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const model_warmup_options& sample) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const model_warmup_options& sample) {
   return write_fields(sample, model_warmup_fields);
 }
 
@@ -292,8 +291,8 @@ read_model_warmup_sample(const json& value, const std::string& path) {
 // version_policy (ModelVersionPolicy): oneof latest / all / specific, each a view of
 // version_policy_options picked by its kind
 
-SERVEKIT_SERVER_DECL void read_num_versions(const json& value, const std::string& path,
-                                            version_policy_options& out) {
+SERVEKIT_DECL void read_num_versions(const json& value, const std::string& path,
+                                     version_policy_options& out) {
   out.num_versions = read_integer<std::uint32_t>(value, path);
   if (out.num_versions == 0) {
     fail_bad_value(path, "num_versions must be at least 1");
@@ -304,8 +303,8 @@ inline constexpr json_field<version_policy_options> latest_policy_fields[] = {
     {"num_versions", read_num_versions, write_always<&version_policy_options::num_versions>},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::int64_t read_version_number(const json& value,
-                                                                    const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL std::int64_t read_version_number(const json& value,
+                                                             const std::string& path) {
   const auto version = read_integer<std::int64_t>(value, path);
   if (version < 1) {
     fail_bad_value(path, "a model version must be >= 1, got " + std::to_string(version));
@@ -313,8 +312,8 @@ inline constexpr json_field<version_policy_options> latest_policy_fields[] = {
   return version;
 }
 
-SERVEKIT_SERVER_DECL void read_specific_versions(const json& value, const std::string& path,
-                                                 version_policy_options& out) {
+SERVEKIT_DECL void read_specific_versions(const json& value, const std::string& path,
+                                          version_policy_options& out) {
   out.versions = read_array<std::int64_t>(value, path, read_version_number);
   for (std::size_t i = 1; i < out.versions.size(); ++i) {
     const auto first =
@@ -379,8 +378,8 @@ inline constexpr json_field<version_policy_options> version_policy_fields[] = {
 };
 
 /// `{}` (no choice) is Triton's default, the latest version.
-[[nodiscard]] SERVEKIT_SERVER_DECL version_policy_options
-read_version_policy(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL version_policy_options read_version_policy(const json& value,
+                                                                       const std::string& path) {
   expect_object(value, path);
   check_oneof(value, path, "policy_choice", {"latest", "all", "specific"});
   version_policy_options out;
@@ -388,19 +387,18 @@ read_version_policy(const json& value, const std::string& path) {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const version_policy_options& policy) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const version_policy_options& policy) {
   return write_fields(policy, version_policy_fields);
 }
 
 // ------------------------------------------------------------------------------------------
 // parameters (map<string, ModelParameter>)
 
-SERVEKIT_SERVER_DECL void read_string_value(const json& value, const std::string& path,
-                                            std::string& out) {
+SERVEKIT_DECL void read_string_value(const json& value, const std::string& path, std::string& out) {
   out = read_string(value, path);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json> write_string_value(const std::string& in) {
+[[nodiscard]] SERVEKIT_DECL std::optional<json> write_string_value(const std::string& in) {
   return json(in);
 }
 
@@ -409,16 +407,14 @@ inline constexpr json_field<std::string> parameter_fields[] = {
 };
 
 /// `{"string_value": "..."}`; `{}` is the empty string, as in protobuf.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string read_parameter(const json& value,
-                                                              const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL std::string read_parameter(const json& value, const std::string& path) {
   expect_object(value, path, "an object {\"string_value\": \"...\"}");
   std::string out;
   read_fields(value, path, out, parameter_fields);
   return out;
 }
 
-SERVEKIT_SERVER_DECL void read_parameters(const json& value, const std::string& path,
-                                          model_options& out) {
+SERVEKIT_DECL void read_parameters(const json& value, const std::string& path, model_options& out) {
   expect_object(value, path, "an object of {\"key\": {\"string_value\": \"...\"}}");
   parameter_map parameters;
   for (const auto& [key, parameter] : value.items()) {
@@ -427,7 +423,7 @@ SERVEKIT_SERVER_DECL void read_parameters(const json& value, const std::string& 
   out.parameters = std::move(parameters);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json> write_parameters(const model_options& in) {
+[[nodiscard]] SERVEKIT_DECL std::optional<json> write_parameters(const model_options& in) {
   if (in.parameters.empty()) {
     return std::nullopt;
   }
@@ -441,16 +437,15 @@ SERVEKIT_SERVER_DECL void read_parameters(const json& value, const std::string& 
 // ------------------------------------------------------------------------------------------
 // ModelConfig top level
 
-SERVEKIT_SERVER_DECL void read_model_name(const json& value, const std::string& path,
-                                          model_options& out) {
+SERVEKIT_DECL void read_model_name(const json& value, const std::string& path, model_options& out) {
   out.name = read_string(value, path);
   if (out.name.empty()) {
     fail_bad_value(path, "model name must not be empty");
   }
 }
 
-SERVEKIT_SERVER_DECL void read_model_version(const json& value, const std::string& path,
-                                             model_options& out) {
+SERVEKIT_DECL void read_model_version(const json& value, const std::string& path,
+                                      model_options& out) {
   out.version = read_integer<std::int64_t>(value, path);
   if (out.version < 1) {
     fail_bad_value(path, "model version must be >= 1, got " + std::to_string(out.version));
@@ -458,7 +453,7 @@ SERVEKIT_SERVER_DECL void read_model_version(const json& value, const std::strin
 }
 
 /// An ensemble without a platform is written with Triton's "ensemble", which Triton requires.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json> write_platform(const model_options& in) {
+[[nodiscard]] SERVEKIT_DECL std::optional<json> write_platform(const model_options& in) {
   if (!in.platform.empty()) {
     return json(in.platform);
   }
@@ -468,8 +463,8 @@ SERVEKIT_SERVER_DECL void read_model_version(const json& value, const std::strin
   return std::nullopt;
 }
 
-SERVEKIT_SERVER_DECL void read_max_batch_size(const json& value, const std::string& path,
-                                              model_options& out) {
+SERVEKIT_DECL void read_max_batch_size(const json& value, const std::string& path,
+                                       model_options& out) {
   const auto size = read_integer<std::int32_t>(value, path);
   if (size < 0) {
     fail_bad_value(path, "'max_batch_size' must be non-negative value");
@@ -522,7 +517,7 @@ inline constexpr json_field<model_options> model_config_fields[] = {
     {"parameters", read_parameters, write_parameters},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options read_model_config(const json& value) {
+[[nodiscard]] SERVEKIT_DECL model_options read_model_config(const json& value) {
   const std::string root;
   expect_object(value, root, "an object (a Triton model config)");
   model_options out;
@@ -534,17 +529,17 @@ inline constexpr json_field<model_options> model_config_fields[] = {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const model_options& options) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const model_options& options) {
   return write_fields(options, model_config_fields);
 }
 
 } // namespace detail
 
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(const nlohmann::json& config) {
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(const nlohmann::json& config) {
   return detail::read_model_config(config);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(std::string_view json_text) {
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(std::string_view json_text) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(json_text.data(), json_text.data() + json_text.size());
@@ -555,15 +550,15 @@ inline constexpr json_field<model_options> model_config_fields[] = {
   return load_model_config(config);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(const char* json_text) {
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(const char* json_text) {
   return load_model_config(std::string_view{json_text});
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL model_options load_model_config(const std::string& json_text) {
+[[nodiscard]] SERVEKIT_DECL model_options load_model_config(const std::string& json_text) {
   return load_model_config(std::string_view{json_text});
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL nlohmann::json save_model_config(const model_options& options) {
+[[nodiscard]] SERVEKIT_DECL nlohmann::json save_model_config(const model_options& options) {
   return detail::write_message(options);
 }
 

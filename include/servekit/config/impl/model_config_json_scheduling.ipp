@@ -10,7 +10,7 @@
 #include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/config/detail/model_config_json.hpp>
 #include <servekit/config/model_config_json.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/queue/queue_policy.hpp>
 #include <servekit/runtime/model_options.hpp>
@@ -36,8 +36,7 @@ namespace servekit::detail {
 // input[] and output[] (ModelInput / ModelOutput)
 
 /// A dimension: >= 1, or -1 for a variable size.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::int64_t read_dim(const json& value,
-                                                         const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL std::int64_t read_dim(const json& value, const std::string& path) {
   const auto dim = read_integer<std::int64_t>(value, path);
   if (dim < 1 && dim != shape::variable) {
     fail_bad_value(path,
@@ -46,7 +45,7 @@ namespace servekit::detail {
   return dim;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL shape read_dims(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL shape read_dims(const json& value, const std::string& path) {
   const auto dims = read_array<std::int64_t>(value, path, read_dim);
   const auto result = shape::from(dims);
   if (!result) {
@@ -56,8 +55,8 @@ namespace servekit::detail {
   return *result;
 }
 
-SERVEKIT_SERVER_DECL void read_tensor_name(const json& value, const std::string& path,
-                                           tensor_config& out) {
+SERVEKIT_DECL void read_tensor_name(const json& value, const std::string& path,
+                                    tensor_config& out) {
   out.name = read_string(value, path);
   if (out.name.empty()) {
     fail_bad_value(path, "tensor name must not be empty");
@@ -66,8 +65,7 @@ SERVEKIT_SERVER_DECL void read_tensor_name(const json& value, const std::string&
 
 /// Triton's ModelInput.format: only FORMAT_NONE (the default) is accepted; it changes nothing,
 /// so it is never written.
-SERVEKIT_SERVER_DECL void read_input_format(const json& value, const std::string& path,
-                                            tensor_config&) {
+SERVEKIT_DECL void read_input_format(const json& value, const std::string& path, tensor_config&) {
   if (!value.is_string()) {
     fail_wrong_type(path, "a string (FORMAT_NONE)", value);
   }
@@ -98,11 +96,11 @@ inline constexpr json_field<tensor_config> output_fields[] = {
 };
 
 /// Inputs and outputs write the same fields (an input's `format` is only read).
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const tensor_config& tensor) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const tensor_config& tensor) {
   return write_fields(tensor, output_fields);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL tensor_config read_tensor(
+[[nodiscard]] SERVEKIT_DECL tensor_config read_tensor(
     const json& value, const std::string& path, std::span<const json_field<tensor_config>> fields,
     std::span<const std::string_view> not_yet_supported) {
   tensor_config out;
@@ -111,23 +109,20 @@ inline constexpr json_field<tensor_config> output_fields[] = {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL tensor_config read_input(const json& value,
-                                                            const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL tensor_config read_input(const json& value, const std::string& path) {
   static constexpr std::string_view not_yet_supported[] = {"reshape", "is_non_linear_format_io"};
   return read_tensor(value, path, input_fields, not_yet_supported);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL tensor_config read_output(const json& value,
-                                                             const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL tensor_config read_output(const json& value, const std::string& path) {
   static constexpr std::string_view not_yet_supported[] = {"reshape", "label_filename",
                                                            "is_non_linear_format_io"};
   return read_tensor(value, path, output_fields, not_yet_supported);
 }
 
 /// Refuses a second tensor with the same name; the error points at the second one's name.
-SERVEKIT_SERVER_DECL void check_unique_tensor_names(const std::vector<tensor_config>& tensors,
-                                                    const std::string& path,
-                                                    std::string_view role) {
+SERVEKIT_DECL void check_unique_tensor_names(const std::vector<tensor_config>& tensors,
+                                             const std::string& path, std::string_view role) {
   std::map<std::string_view, std::size_t> first_index;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto [it, inserted] = first_index.emplace(tensors[i].name, i);
@@ -139,14 +134,12 @@ SERVEKIT_SERVER_DECL void check_unique_tensor_names(const std::vector<tensor_con
   }
 }
 
-SERVEKIT_SERVER_DECL void read_inputs(const json& value, const std::string& path,
-                                      model_options& out) {
+SERVEKIT_DECL void read_inputs(const json& value, const std::string& path, model_options& out) {
   out.input = read_array<tensor_config>(value, path, read_input);
   check_unique_tensor_names(out.input, path, "input");
 }
 
-SERVEKIT_SERVER_DECL void read_outputs(const json& value, const std::string& path,
-                                       model_options& out) {
+SERVEKIT_DECL void read_outputs(const json& value, const std::string& path, model_options& out) {
   out.output = read_array<tensor_config>(value, path, read_output);
   check_unique_tensor_names(out.output, path, "output");
 }
@@ -161,19 +154,19 @@ inline constexpr json_field<queue_policy> queue_policy_fields[] = {
     member_field<&queue_policy::max_queue_size>("max_queue_size"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL queue_policy read_queue_policy(const json& value,
-                                                                  const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL queue_policy read_queue_policy(const json& value,
+                                                           const std::string& path) {
   queue_policy out;
   read_fields(value, path, out, queue_policy_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const queue_policy& policy) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const queue_policy& policy) {
   return write_fields(policy, queue_policy_fields);
 }
 
 /// A map<uint64, ...> key as protobuf writes it: decimal digits, no sign, no leading zero.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<std::uint64_t>
+[[nodiscard]] SERVEKIT_DECL std::optional<std::uint64_t>
 parse_priority_level_key(std::string_view key) {
   if (!is_decimal_digits(key) || (key.size() > 1 && key.front() == '0')) {
     return std::nullopt;
@@ -187,8 +180,8 @@ parse_priority_level_key(std::string_view key) {
 }
 
 /// `{"1": {...}, "2": {...}}`: levels are checked against priority_levels by validate().
-SERVEKIT_SERVER_DECL void read_priority_queue_policy(const json& value, const std::string& path,
-                                                     dynamic_batching_options& out) {
+SERVEKIT_DECL void read_priority_queue_policy(const json& value, const std::string& path,
+                                              dynamic_batching_options& out) {
   expect_object(value, path, "an object keyed by priority level (e.g. {\"1\": {...}})");
   std::map<std::uint64_t, queue_policy> policies;
   for (const auto& [key, policy] : value.items()) {
@@ -221,14 +214,14 @@ inline constexpr json_field<dynamic_batching_options> dynamic_batching_fields[] 
      write_unless_default<dynamic_priority, &priority_options::priority_queue_policy>},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL dynamic_batching_options
+[[nodiscard]] SERVEKIT_DECL dynamic_batching_options
 read_dynamic_batching(const json& value, const std::string& path) {
   dynamic_batching_options out;
   read_fields(value, path, out, dynamic_batching_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const dynamic_batching_options& options) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const dynamic_batching_options& options) {
   return write_fields(options, dynamic_batching_fields);
 }
 
@@ -244,14 +237,14 @@ inline constexpr json_field<sequence_control> sequence_control_fields[] = {
     member_field<&sequence_control::data_type>("data_type"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL sequence_control read_sequence_control(const json& value,
-                                                                          const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL sequence_control read_sequence_control(const json& value,
+                                                                   const std::string& path) {
   sequence_control out;
   read_fields(value, path, out, sequence_control_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const sequence_control& control) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const sequence_control& control) {
   return write_fields(control, sequence_control_fields);
 }
 
@@ -261,21 +254,21 @@ inline constexpr json_field<control_input> control_input_fields[] = {
      write_always<&control_input::control>},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL control_input read_control_input(const json& value,
-                                                                    const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL control_input read_control_input(const json& value,
+                                                             const std::string& path) {
   control_input out;
   read_fields(value, path, out, control_input_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const control_input& input) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const control_input& input) {
   return write_fields(input, control_input_fields);
 }
 
 /// Protobuf sets the oneof member `zero_data` whatever its value, and Triton then uses zeros even
 /// for `false`; servekit refuses `false` rather than guess what was meant.
-SERVEKIT_SERVER_DECL void read_zero_data(const json& value, const std::string& path,
-                                         initial_state_options& out) {
+SERVEKIT_DECL void read_zero_data(const json& value, const std::string& path,
+                                  initial_state_options& out) {
   out.zero_data = read_bool(value, path);
   if (!out.zero_data) {
     fail_bad_value(path, "'zero_data' must be true when present (Triton uses zeros whenever the "
@@ -292,8 +285,8 @@ inline constexpr json_field<initial_state_options> initial_state_fields[] = {
     member_field<&initial_state_options::data_file>("data_file"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL initial_state_options
-read_initial_state(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL initial_state_options read_initial_state(const json& value,
+                                                                     const std::string& path) {
   expect_object(value, path);
   check_oneof(value, path, "state_data", {"zero_data", "data_file"});
   initial_state_options out;
@@ -301,7 +294,7 @@ read_initial_state(const json& value, const std::string& path) {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const initial_state_options& initial) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const initial_state_options& initial) {
   return write_fields(initial, initial_state_fields);
 }
 
@@ -317,14 +310,13 @@ inline constexpr json_field<state_options> state_fields[] = {
     member_field<&state_options::use_growable_memory>("use_growable_memory"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL state_options read_state(const json& value,
-                                                            const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL state_options read_state(const json& value, const std::string& path) {
   state_options out;
   read_fields(value, path, out, state_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const state_options& state) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const state_options& state) {
   return write_fields(state, state_fields);
 }
 
@@ -342,14 +334,14 @@ inline constexpr json_field<oldest_strategy_options> oldest_strategy_fields[] = 
     member_field<&oldest_strategy_options::preserve_ordering>("preserve_ordering"),
 };
 
-SERVEKIT_SERVER_DECL void read_direct_strategy(const json& value, const std::string& path,
-                                               sequence_batching_options& out) {
+SERVEKIT_DECL void read_direct_strategy(const json& value, const std::string& path,
+                                        sequence_batching_options& out) {
   out.strategy = sequence_strategy::direct;
   read_fields(value, path, out.direct, direct_strategy_fields);
 }
 
 /// Written only when it has settings: direct is the default strategy.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json>
+[[nodiscard]] SERVEKIT_DECL std::optional<json>
 write_direct_strategy(const sequence_batching_options& options) {
   if (options.strategy != sequence_strategy::direct ||
       options.direct == direct_strategy_options{}) {
@@ -358,14 +350,14 @@ write_direct_strategy(const sequence_batching_options& options) {
   return write_fields(options.direct, direct_strategy_fields);
 }
 
-SERVEKIT_SERVER_DECL void read_oldest_strategy(const json& value, const std::string& path,
-                                               sequence_batching_options& out) {
+SERVEKIT_DECL void read_oldest_strategy(const json& value, const std::string& path,
+                                        sequence_batching_options& out) {
   out.strategy = sequence_strategy::oldest;
   read_fields(value, path, out.oldest, oldest_strategy_fields);
 }
 
 /// Written whenever it is the strategy, even without settings.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::optional<json>
+[[nodiscard]] SERVEKIT_DECL std::optional<json>
 write_oldest_strategy(const sequence_batching_options& options) {
   if (options.strategy != sequence_strategy::oldest) {
     return std::nullopt;
@@ -384,7 +376,7 @@ inline constexpr json_field<sequence_batching_options> sequence_batching_fields[
      write_unless_default<&sequence_batching_options::state>},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL sequence_batching_options
+[[nodiscard]] SERVEKIT_DECL sequence_batching_options
 read_sequence_batching(const json& value, const std::string& path) {
   static constexpr std::string_view not_yet_supported[] = {"iterative_sequence"};
   expect_object(value, path);
@@ -394,15 +386,15 @@ read_sequence_batching(const json& value, const std::string& path) {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const sequence_batching_options& options) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const sequence_batching_options& options) {
   return write_fields(options, sequence_batching_fields);
 }
 
 // ------------------------------------------------------------------------------------------
 // instance_group[] (ModelInstanceGroup)
 
-SERVEKIT_SERVER_DECL void read_instance_count(const json& value, const std::string& path,
-                                              instance_group_options& out) {
+SERVEKIT_DECL void read_instance_count(const json& value, const std::string& path,
+                                       instance_group_options& out) {
   out.count = read_integer<std::int32_t>(value, path);
   if (out.count < 1) {
     fail_bad_value(path,
@@ -410,8 +402,7 @@ SERVEKIT_SERVER_DECL void read_instance_count(const json& value, const std::stri
   }
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::int32_t read_gpu_id(const json& value,
-                                                            const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL std::int32_t read_gpu_id(const json& value, const std::string& path) {
   const auto id = read_integer<std::int32_t>(value, path);
   if (id < 0) {
     fail_bad_value(path, "GPU id must be non-negative, got " + std::to_string(id));
@@ -420,8 +411,8 @@ SERVEKIT_SERVER_DECL void read_instance_count(const json& value, const std::stri
 }
 
 /// Triton: KIND_CPU and KIND_MODEL groups may not list gpus.
-SERVEKIT_SERVER_DECL void check_gpus_allowed(const instance_group_options& group,
-                                             const std::string& path) {
+SERVEKIT_DECL void check_gpus_allowed(const instance_group_options& group,
+                                      const std::string& path) {
   const bool may_list_gpus =
       group.kind == instance_group_kind::kind_auto || group.kind == instance_group_kind::kind_gpu;
   if (!group.gpus.empty() && !may_list_gpus) {
@@ -434,8 +425,8 @@ SERVEKIT_SERVER_DECL void check_gpus_allowed(const instance_group_options& group
 
 // instance_group[].rate_limiter (ModelRateLimiter)
 
-SERVEKIT_SERVER_DECL void read_resource_name(const json& value, const std::string& path,
-                                             rate_limiter_resource& out) {
+SERVEKIT_DECL void read_resource_name(const json& value, const std::string& path,
+                                      rate_limiter_resource& out) {
   out.name = read_string(value, path);
   if (out.name.empty()) {
     fail_bad_value(path, "rate limiter resource name must not be empty");
@@ -448,7 +439,7 @@ inline constexpr json_field<rate_limiter_resource> rate_limiter_resource_fields[
     member_field<&rate_limiter_resource::count>("count", write_rule::always),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL rate_limiter_resource
+[[nodiscard]] SERVEKIT_DECL rate_limiter_resource
 read_rate_limiter_resource(const json& value, const std::string& path) {
   rate_limiter_resource out;
   read_fields(value, path, out, rate_limiter_resource_fields);
@@ -456,14 +447,14 @@ read_rate_limiter_resource(const json& value, const std::string& path) {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const rate_limiter_resource& resource) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const rate_limiter_resource& resource) {
   return write_fields(resource, rate_limiter_resource_fields);
 }
 
 /// A resource named twice in one group would be counted twice by Triton's pools (the later
 /// entry silently wins); refused so the intent is explicit.
-SERVEKIT_SERVER_DECL void read_rate_limiter_resources(const json& value, const std::string& path,
-                                                      rate_limiter_options& out) {
+SERVEKIT_DECL void read_rate_limiter_resources(const json& value, const std::string& path,
+                                               rate_limiter_options& out) {
   out.resources = read_array<rate_limiter_resource>(value, path, read_rate_limiter_resource);
   std::map<std::string_view, std::size_t> first_index;
   for (std::size_t i = 0; i < out.resources.size(); ++i) {
@@ -482,14 +473,14 @@ inline constexpr json_field<rate_limiter_options> rate_limiter_fields[] = {
     member_field<&rate_limiter_options::priority>("priority"),
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL rate_limiter_options read_rate_limiter(const json& value,
-                                                                          const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL rate_limiter_options read_rate_limiter(const json& value,
+                                                                   const std::string& path) {
   rate_limiter_options out;
   read_fields(value, path, out, rate_limiter_fields);
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const rate_limiter_options& limiter) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const rate_limiter_options& limiter) {
   return write_fields(limiter, rate_limiter_fields);
 }
 
@@ -503,8 +494,8 @@ inline constexpr json_field<instance_group_options> instance_group_fields[] = {
      write_unless_default<&instance_group_options::rate_limiter>},
 };
 
-[[nodiscard]] SERVEKIT_SERVER_DECL instance_group_options
-read_instance_group(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL instance_group_options read_instance_group(const json& value,
+                                                                       const std::string& path) {
   static constexpr std::string_view not_yet_supported[] = {"secondary_devices", "profile",
                                                            "passive", "host_policy"};
   instance_group_options out;
@@ -513,7 +504,7 @@ read_instance_group(const json& value, const std::string& path) {
   return out;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_message(const instance_group_options& group) {
+[[nodiscard]] SERVEKIT_DECL json write_message(const instance_group_options& group) {
   return write_fields(group, instance_group_fields);
 }
 

@@ -8,7 +8,7 @@
 #include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/config/detail/model_config_json.hpp>
 #include <servekit/config/model_config_json.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
@@ -27,7 +27,7 @@ namespace servekit::detail {
 /// Triton's rules for ensembles that the config alone decides: `ensemble_scheduling` and
 /// `platform: "ensemble"` go together, and an ensemble has no scheduler or instances of its own
 /// (its steps run on the composing models').
-SERVEKIT_SERVER_DECL void check_ensemble(const model_options& options) {
+SERVEKIT_DECL void check_ensemble(const model_options& options) {
   if (!options.ensemble_scheduling) {
     if (options.platform == ensemble_platform) {
       fail_bad_value("/ensemble_scheduling",
@@ -63,7 +63,7 @@ SERVEKIT_SERVER_DECL void check_ensemble(const model_options& options) {
 }
 
 /// Triton's rule: a resource name is either global or per device across a model's groups.
-SERVEKIT_SERVER_DECL void check_rate_limiter_resources(const model_options& options) {
+SERVEKIT_DECL void check_rate_limiter_resources(const model_options& options) {
   std::map<std::string_view, bool, std::less<>> global_by_name;
   for (std::size_t g = 0; g < options.instance_group.size(); ++g) {
     const auto& limiter = options.instance_group[g].rate_limiter;
@@ -87,7 +87,7 @@ SERVEKIT_SERVER_DECL void check_rate_limiter_resources(const model_options& opti
 }
 
 /// Triton's restrictions of the response cache, and the servekit timeout extension's.
-SERVEKIT_SERVER_DECL void check_transaction_policy_and_cache(const model_options& options) {
+SERVEKIT_DECL void check_transaction_policy_and_cache(const model_options& options) {
   const bool decoupled =
       options.model_transaction_policy && options.model_transaction_policy->decoupled;
   if (options.model_transaction_policy &&
@@ -105,7 +105,7 @@ SERVEKIT_SERVER_DECL void check_transaction_policy_and_cache(const model_options
 /// A warmup sample's batch must fit the model: 1 for a model that does not batch
 /// (max_batch_size 0), at most max_batch_size otherwise. batch_size 0 is accepted and the
 /// sample skipped, as Triton does. Without max_batch_size the model checks it when built.
-SERVEKIT_SERVER_DECL void check_warmup_batch_sizes(const model_options& options) {
+SERVEKIT_DECL void check_warmup_batch_sizes(const model_options& options) {
   if (!options.max_batch_size) {
     return;
   }
@@ -123,7 +123,7 @@ SERVEKIT_SERVER_DECL void check_warmup_batch_sizes(const model_options& options)
   }
 }
 
-SERVEKIT_SERVER_DECL void check_model_options(const model_options& options) {
+SERVEKIT_DECL void check_model_options(const model_options& options) {
   check_ensemble(options);
   check_rate_limiter_resources(options);
   check_transaction_policy_and_cache(options);

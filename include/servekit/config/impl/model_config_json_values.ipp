@@ -9,7 +9,7 @@
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/shape.hpp>
 
 #include <nlohmann/json.hpp>
@@ -28,7 +28,7 @@
 
 namespace servekit {
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string to_json_pointer_escaped(std::string_view token) {
+[[nodiscard]] SERVEKIT_DECL std::string to_json_pointer_escaped(std::string_view token) {
   std::string out;
   out.reserve(token.size());
   for (const char c : token) {
@@ -48,13 +48,12 @@ namespace detail {
 // ------------------------------------------------------------------------------------------
 // JSON pointers
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string member_path(const std::string& parent,
-                                                           std::string_view key) {
+[[nodiscard]] SERVEKIT_DECL std::string member_path(const std::string& parent,
+                                                    std::string_view key) {
   return parent + '/' + to_json_pointer_escaped(key);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string element_path(const std::string& parent,
-                                                            std::size_t index) {
+[[nodiscard]] SERVEKIT_DECL std::string element_path(const std::string& parent, std::size_t index) {
   return parent + '/' + std::to_string(index);
 }
 
@@ -63,7 +62,7 @@ namespace detail {
 
 inline constexpr std::size_t max_quoted_length = 64;
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string quoted_json(const json& value) {
+[[nodiscard]] SERVEKIT_DECL std::string quoted_json(const json& value) {
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() <= max_quoted_length) {
     return text;
@@ -76,7 +75,7 @@ inline constexpr std::size_t max_quoted_length = 64;
   return text + "...";
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string describe_json(const json& value) {
+[[nodiscard]] SERVEKIT_DECL std::string describe_json(const json& value) {
   if (value.is_null() || value.is_array() || value.is_object()) {
     return value.type_name();
   }
@@ -84,8 +83,7 @@ inline constexpr std::size_t max_quoted_length = 64;
 }
 
 /// Levenshtein distance, for "did you mean" hints.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::size_t edit_distance(std::string_view a,
-                                                             std::string_view b) {
+[[nodiscard]] SERVEKIT_DECL std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) {
     row[j] = j;
@@ -104,7 +102,7 @@ inline constexpr std::size_t max_quoted_length = 64;
 }
 
 /// "maxBatchSize" -> "max_batch_size" (protobuf's JSON camelCase spelling, which we do not accept).
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string camel_to_snake(std::string_view name) {
+[[nodiscard]] SERVEKIT_DECL std::string camel_to_snake(std::string_view name) {
   std::string out;
   for (const char c : name) {
     if (c >= 'A' && c <= 'Z') {
@@ -120,8 +118,8 @@ inline constexpr std::size_t max_quoted_length = 64;
 inline constexpr std::size_t max_suggestion_distance = 2;
 
 /// The known name `key` most likely meant (camelCase spelling or a small typo), or "".
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string_view
-closest_name(std::string_view key, std::span<const std::string_view> known) {
+[[nodiscard]] SERVEKIT_DECL std::string_view closest_name(std::string_view key,
+                                                          std::span<const std::string_view> known) {
   const std::string snake = camel_to_snake(key);
   for (const auto name : known) {
     if (name == snake) {
@@ -143,34 +141,33 @@ closest_name(std::string_view key, std::span<const std::string_view> known) {
 // ------------------------------------------------------------------------------------------
 // Throwing config_error
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_wrong_type(const std::string& path,
-                                                       std::string_view expected, const json& got) {
+[[noreturn]] SERVEKIT_DECL void fail_wrong_type(const std::string& path, std::string_view expected,
+                                                const json& got) {
   throw config_error(config_error_code::wrong_type, path,
                      "expected " + std::string{expected} + ", got " + describe_json(got));
 }
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_bad_value(const std::string& path,
-                                                      const std::string& message) {
+[[noreturn]] SERVEKIT_DECL void fail_bad_value(const std::string& path,
+                                               const std::string& message) {
   throw config_error(config_error_code::bad_value, path, message);
 }
 
 /// `path` points at the missing member itself.
-[[nodiscard]] SERVEKIT_SERVER_DECL config_error missing_field_error(const std::string& path,
-                                                                    std::string_view field) {
+[[nodiscard]] SERVEKIT_DECL config_error missing_field_error(const std::string& path,
+                                                             std::string_view field) {
   return config_error(config_error_code::bad_value, path,
                       "required field '" + std::string{field} + "' is missing");
 }
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_not_supported_yet(const std::string& path,
-                                                              std::string_view field) {
+[[noreturn]] SERVEKIT_DECL void fail_not_supported_yet(const std::string& path,
+                                                       std::string_view field) {
   throw config_error(config_error_code::unknown_field, path,
                      "field '" + std::string{field} +
                          "' is not supported by this build of servekit yet");
 }
 
-[[noreturn]] SERVEKIT_SERVER_DECL void fail_unknown_field(const std::string& path,
-                                                          std::string_view field,
-                                                          std::span<const std::string_view> known) {
+[[noreturn]] SERVEKIT_DECL void fail_unknown_field(const std::string& path, std::string_view field,
+                                                   std::span<const std::string_view> known) {
   std::string message = "unknown field '" + std::string{field} + "'";
   if (const auto hint = closest_name(field, known); !hint.empty()) {
     message += "; did you mean '" + std::string{hint} + "'?";
@@ -182,28 +179,27 @@ closest_name(std::string_view key, std::span<const std::string_view> known) {
 // ------------------------------------------------------------------------------------------
 // JSON types: objects, arrays, booleans, strings
 
-SERVEKIT_SERVER_DECL void expect_object(const json& value, const std::string& path,
-                                        std::string_view what) {
+SERVEKIT_DECL void expect_object(const json& value, const std::string& path,
+                                 std::string_view what) {
   if (!value.is_object()) {
     fail_wrong_type(path, what, value);
   }
 }
 
-SERVEKIT_SERVER_DECL void expect_array(const json& value, const std::string& path) {
+SERVEKIT_DECL void expect_array(const json& value, const std::string& path) {
   if (!value.is_array()) {
     fail_wrong_type(path, "an array", value);
   }
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL bool read_bool(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL bool read_bool(const json& value, const std::string& path) {
   if (!value.is_boolean()) {
     fail_wrong_type(path, "a boolean (true or false)", value);
   }
   return value.get<bool>();
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string read_string(const json& value,
-                                                           const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL std::string read_string(const json& value, const std::string& path) {
   if (!value.is_string()) {
     fail_wrong_type(path, "a string", value);
   }
@@ -216,15 +212,14 @@ SERVEKIT_SERVER_DECL void expect_array(const json& value, const std::string& pat
 inline constexpr std::string_view integer_expectation =
     "an integer (a JSON number or a decimal string such as \"100\")";
 
-[[nodiscard]] SERVEKIT_SERVER_DECL bool is_decimal_digits(std::string_view text) noexcept {
+[[nodiscard]] SERVEKIT_DECL bool is_decimal_digits(std::string_view text) noexcept {
   return !text.empty() &&
          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 /// 100, 1e2 and 100.0 are the integer 100; 1.5 is refused.
-[[nodiscard]] SERVEKIT_SERVER_DECL integer_value integer_from_number(double number,
-                                                                     const json& value,
-                                                                     const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL integer_value integer_from_number(double number, const json& value,
+                                                              const std::string& path) {
   if (!std::isfinite(number) || std::trunc(number) != number) {
     fail_bad_value(path, "expected an integer, got " + describe_json(value));
   }
@@ -237,8 +232,8 @@ inline constexpr std::string_view integer_expectation =
 }
 
 /// "100" or "-1": an optional minus sign and decimal digits, nothing else.
-[[nodiscard]] SERVEKIT_SERVER_DECL integer_value integer_from_string(const json& value,
-                                                                     const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL integer_value integer_from_string(const json& value,
+                                                              const std::string& path) {
   std::string_view digits = value.get_ref<const std::string&>();
   const bool minus = !digits.empty() && digits.front() == '-';
   if (minus) {
@@ -256,8 +251,8 @@ inline constexpr std::string_view integer_expectation =
   return {minus && magnitude != 0, magnitude, false};
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL integer_value read_integer_value(const json& value,
-                                                                    const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL integer_value read_integer_value(const json& value,
+                                                             const std::string& path) {
   if (value.is_number_unsigned()) {
     return {false, value.get<std::uint64_t>(), false};
   }
@@ -283,8 +278,7 @@ inline constexpr std::string_view float_expectation =
     "\"-Infinity\")";
 
 /// The number in a string such as "0.5" (protobuf accepts floats written as strings).
-[[nodiscard]] SERVEKIT_SERVER_DECL double float_from_string(const json& value,
-                                                            const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL double float_from_string(const json& value, const std::string& path) {
   const auto& text = value.get_ref<const std::string&>();
   if (text == "NaN") {
     return std::numeric_limits<double>::quiet_NaN();
@@ -303,7 +297,7 @@ inline constexpr std::string_view float_expectation =
   return number;
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL float read_float(const json& value, const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL float read_float(const json& value, const std::string& path) {
   double number = 0.0;
   if (value.is_number()) {
     number = value.get<double>();
@@ -320,7 +314,7 @@ inline constexpr std::string_view float_expectation =
   return static_cast<float>(number);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_float(float value) {
+[[nodiscard]] SERVEKIT_DECL json write_float(float value) {
   if (std::isnan(value)) {
     return "NaN";
   }
@@ -330,9 +324,8 @@ inline constexpr std::string_view float_expectation =
   return value;
 }
 
-SERVEKIT_SERVER_DECL void check_oneof(const json& object, const std::string& path,
-                                      std::string_view oneof,
-                                      std::initializer_list<std::string_view> members) {
+SERVEKIT_DECL void check_oneof(const json& object, const std::string& path, std::string_view oneof,
+                               std::initializer_list<std::string_view> members) {
   std::string_view first;
   for (const auto name : members) {
     if (!object.contains(std::string{name})) {
@@ -348,8 +341,8 @@ SERVEKIT_SERVER_DECL void check_oneof(const json& object, const std::string& pat
   }
 }
 
-SERVEKIT_SERVER_DECL void require_fields(const json& object, const std::string& path,
-                                         std::initializer_list<std::string_view> required) {
+SERVEKIT_DECL void require_fields(const json& object, const std::string& path,
+                                  std::initializer_list<std::string_view> required) {
   for (const auto name : required) {
     if (!object.contains(std::string{name})) {
       throw missing_field_error(member_path(path, name), name);
@@ -357,7 +350,7 @@ SERVEKIT_SERVER_DECL void require_fields(const json& object, const std::string& 
   }
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL std::string data_type_spellings() {
+[[nodiscard]] SERVEKIT_DECL std::string data_type_spellings() {
   std::vector<std::string_view> spellings;
   for (const auto& info : data_type_table) {
     spellings.push_back(info.config_name);
@@ -365,8 +358,7 @@ SERVEKIT_SERVER_DECL void require_fields(const json& object, const std::string& 
   return join_names(spellings);
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL data_type read_data_type(const json& value,
-                                                            const std::string& path) {
+[[nodiscard]] SERVEKIT_DECL data_type read_data_type(const json& value, const std::string& path) {
   if (!value.is_string()) {
     fail_wrong_type(path, "a string naming a data type (one of " + data_type_spellings() + ")",
                     value);
@@ -378,7 +370,7 @@ SERVEKIT_SERVER_DECL void require_fields(const json& object, const std::string& 
                            " (the TYPE_ prefix may be left out; BYTES means TYPE_STRING)");
 }
 
-[[nodiscard]] SERVEKIT_SERVER_DECL json write_dims(const shape& dims) {
+[[nodiscard]] SERVEKIT_DECL json write_dims(const shape& dims) {
   json out = json::array();
   for (const auto dim : dims.dims()) {
     out.push_back(dim);

@@ -6,14 +6,14 @@
 /// Its member functions are defined in detail/impl/infer_request_parser_events.ipp (the SAX
 /// events: keys, values, arrays and objects) and detail/impl/infer_request_parser_tensors.ipp
 /// (an input or output finished: checks and the tensor built), compiled into servekit::server
-/// (core/detail/server_tier.hpp). Only the decoders' implementations (http/impl/kserve_request.ipp,
+/// (core/detail/linkage.hpp). Only the decoders' implementations (http/impl/kserve_request.ipp,
 /// http/impl/generate_request.ipp) include this header, and bench/bench_json_decode.cpp, which
 /// feeds it from simdjson.
 
 #include <servekit/core/buffer.hpp>
 #include <servekit/core/bytes.hpp>
 #include <servekit/core/data_type.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/core/status.hpp>
@@ -70,7 +70,7 @@ struct decode_scratch {
 };
 
 /// The calling thread's scratch.
-[[nodiscard]] SERVEKIT_SERVER_DECL decode_scratch& thread_decode_scratch();
+[[nodiscard]] SERVEKIT_DECL decode_scratch& thread_decode_scratch();
 
 /// The SAX handler behind decode_infer_request. It follows where it is in the request with a
 /// small stack of contexts; a key sets `pending_`, which says what the next value is.

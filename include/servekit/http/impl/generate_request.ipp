@@ -6,7 +6,7 @@
 
 #include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/data_type.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
@@ -122,9 +122,9 @@ inline bool feed_generate_plan(infer_request_parser& p, const generate_plan& pla
 
 } // namespace detail
 
-SERVEKIT_SERVER_DECL status decode_generate_request(std::string_view body, std::string_view model,
-                                                    std::span<const tensor_config> inputs,
-                                                    bool batching, decoded_infer_request& out) {
+SERVEKIT_DECL status decode_generate_request(std::string_view body, std::string_view model,
+                                             std::span<const tensor_config> inputs, bool batching,
+                                             decoded_infer_request& out) {
   out.request = servekit::request{};
   out.outputs.clear();
   out.binary_data_output = false;

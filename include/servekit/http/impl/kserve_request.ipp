@@ -4,7 +4,7 @@
 /// data, then json_reader driving infer_request_parser over the JSON with the per-thread scratch
 /// (detail::decode_with_parser).
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
@@ -21,9 +21,9 @@
 
 namespace servekit::http {
 
-SERVEKIT_SERVER_DECL status decode_infer_request(std::string_view body,
-                                                 std::optional<std::size_t> json_header_length,
-                                                 decoded_infer_request& out) {
+SERVEKIT_DECL status decode_infer_request(std::string_view body,
+                                          std::optional<std::size_t> json_header_length,
+                                          decoded_infer_request& out) {
   out.request = servekit::request{};
   out.outputs.clear();
   out.binary_data_output = false;

@@ -5,7 +5,7 @@
 /// A session's members are in http/impl/session_*.ipp. Compiled once into servekit::server by
 /// src/http/server.cpp, or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
 #include <servekit/http/server.hpp>
@@ -40,7 +40,7 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL server_state::server_state(model_repository& models, server_options options)
+SERVEKIT_DECL server_state::server_state(model_repository& models, server_options options)
     : models_{models}, options_{std::move(options)},
       ioc_{options_.thread_count == 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT},
       acceptor_strand_{asio::make_strand(ioc_)}, acceptor_{acceptor_strand_} {
@@ -51,7 +51,7 @@ SERVEKIT_SERVER_DECL server_state::server_state(model_repository& models, server
   work_.emplace(ioc_.get_executor());
 }
 
-SERVEKIT_SERVER_DECL server_state::~server_state() {
+SERVEKIT_DECL server_state::~server_state() {
   admin_.join();
   // Sessions still queued in the io_context are destroyed with it, after this body; they
   // unregister themselves, and must find no work guard left to release.
@@ -62,11 +62,11 @@ SERVEKIT_SERVER_DECL server_state::~server_state() {
   }
 }
 
-SERVEKIT_SERVER_DECL void server_state::start_accepting() {
+SERVEKIT_DECL void server_state::start_accepting() {
   asio::dispatch(acceptor_strand_, [this] { accept(); });
 }
 
-SERVEKIT_SERVER_DECL void server_state::run() {
+SERVEKIT_DECL void server_state::run() {
   std::vector<std::thread> threads;
   threads.reserve(options_.thread_count - 1);
   std::exception_ptr failure;
@@ -94,7 +94,7 @@ SERVEKIT_SERVER_DECL void server_state::run() {
   }
 }
 
-SERVEKIT_SERVER_DECL void server_state::stop_on_signals() {
+SERVEKIT_DECL void server_state::stop_on_signals() {
   if (signals_ || stopping()) {
     return;
   }
@@ -106,13 +106,13 @@ SERVEKIT_SERVER_DECL void server_state::stop_on_signals() {
   });
 }
 
-SERVEKIT_SERVER_DECL bool server_state::enlist(session* s, const std::shared_ptr<session>& owner) {
+SERVEKIT_DECL bool server_state::enlist(session* s, const std::shared_ptr<session>& owner) {
   const std::lock_guard lock{mutex_};
   sessions_.emplace(s, owner);
   return !stopping_locked_;
 }
 
-SERVEKIT_SERVER_DECL void server_state::delist(session* s) noexcept {
+SERVEKIT_DECL void server_state::delist(session* s) noexcept {
   bool release = false;
   {
     const std::lock_guard lock{mutex_};
@@ -124,7 +124,7 @@ SERVEKIT_SERVER_DECL void server_state::delist(session* s) noexcept {
   }
 }
 
-SERVEKIT_SERVER_DECL void server_state::release_work() noexcept {
+SERVEKIT_DECL void server_state::release_work() noexcept {
   asio::post(acceptor_strand_, [this] {
     if (exit_timer_) {
       exit_timer_->cancel();
@@ -133,7 +133,7 @@ SERVEKIT_SERVER_DECL void server_state::release_work() noexcept {
   work_.reset();
 }
 
-SERVEKIT_SERVER_DECL bool server_state::claim_work_release() noexcept {
+SERVEKIT_DECL bool server_state::claim_work_release() noexcept {
   if (!stopping_locked_ || !sessions_.empty() || work_released_) {
     return false;
   }
@@ -141,14 +141,14 @@ SERVEKIT_SERVER_DECL bool server_state::claim_work_release() noexcept {
   return true;
 }
 
-SERVEKIT_SERVER_DECL void
-server_state::log_request(std::string_view method, std::string_view target, unsigned status,
-                          std::chrono::steady_clock::duration elapsed) const {
+SERVEKIT_DECL void server_state::log_request(std::string_view method, std::string_view target,
+                                             unsigned status,
+                                             std::chrono::steady_clock::duration elapsed) const {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
   fmt::print(stderr, "HTTP {} {} {} {}us\n", method, target, status, us);
 }
 
-SERVEKIT_SERVER_DECL void server_state::listen() {
+SERVEKIT_DECL void server_state::listen() {
   error_code ec;
   tcp::resolver resolver{ioc_};
   const auto results =
@@ -181,7 +181,7 @@ SERVEKIT_SERVER_DECL void server_state::listen() {
   port_ = acceptor_.local_endpoint().port();
 }
 
-SERVEKIT_SERVER_DECL void server_state::accept() {
+SERVEKIT_DECL void server_state::accept() {
   acceptor_.async_accept(asio::make_strand(ioc_), [this](const error_code& ec, socket_type socket) {
     if (!acceptor_.is_open()) {
       return; // stop() closed it
@@ -203,7 +203,7 @@ SERVEKIT_SERVER_DECL void server_state::accept() {
   });
 }
 
-SERVEKIT_SERVER_DECL void server_state::force_close_sessions() {
+SERVEKIT_DECL void server_state::force_close_sessions() {
   std::vector<std::shared_ptr<session>> live;
   {
     const std::lock_guard lock{mutex_};
@@ -218,7 +218,7 @@ SERVEKIT_SERVER_DECL void server_state::force_close_sessions() {
   }
 }
 
-SERVEKIT_SERVER_DECL void server_state::stop() {
+SERVEKIT_DECL void server_state::stop() {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) {
     return;
   }
@@ -273,24 +273,20 @@ SERVEKIT_SERVER_DECL void server_state::stop() {
 
 } // namespace detail
 
-SERVEKIT_SERVER_DECL server::server(model_repository& models, server_options options)
+SERVEKIT_DECL server::server(model_repository& models, server_options options)
     : state_{std::make_unique<detail::server_state>(models, std::move(options))} {
   state_->start_accepting();
 }
 
-SERVEKIT_SERVER_DECL server::server(server&&) noexcept = default;
-SERVEKIT_SERVER_DECL server& server::operator=(server&&) noexcept = default;
-SERVEKIT_SERVER_DECL server::~server() = default;
+SERVEKIT_DECL server::server(server&&) noexcept = default;
+SERVEKIT_DECL server& server::operator=(server&&) noexcept = default;
+SERVEKIT_DECL server::~server() = default;
 
-SERVEKIT_SERVER_DECL std::uint16_t server::port() const noexcept { return state_->port(); }
-SERVEKIT_SERVER_DECL const std::string& server::host() const noexcept {
-  return state_->options().host;
-}
-SERVEKIT_SERVER_DECL const server_options& server::options() const noexcept {
-  return state_->options();
-}
-SERVEKIT_SERVER_DECL void server::run() { state_->run(); }
-SERVEKIT_SERVER_DECL void server::stop() { state_->stop(); }
-SERVEKIT_SERVER_DECL void server::stop_on_signals() { state_->stop_on_signals(); }
+SERVEKIT_DECL std::uint16_t server::port() const noexcept { return state_->port(); }
+SERVEKIT_DECL const std::string& server::host() const noexcept { return state_->options().host; }
+SERVEKIT_DECL const server_options& server::options() const noexcept { return state_->options(); }
+SERVEKIT_DECL void server::run() { state_->run(); }
+SERVEKIT_DECL void server::stop() { state_->stop(); }
+SERVEKIT_DECL void server::stop_on_signals() { state_->stop_on_signals(); }
 
 } // namespace servekit::http

@@ -4,7 +4,7 @@
 /// (Asio and Beast aliases, limits, content types) and server_state, what the sessions share.
 /// Its member functions are defined in http/impl/server.ipp.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/server_options.hpp>
 #include <servekit/repository/model_repository.hpp>

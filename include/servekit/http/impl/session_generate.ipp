@@ -6,7 +6,7 @@
 /// strand as server-sent events. Compiled once into servekit::server by
 /// src/http/session_generate.cpp, or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/generate_codec.hpp>
@@ -31,7 +31,7 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL void session::generate_sink::operator()(response&& r) {
+SERVEKIT_DECL void session::generate_sink::operator()(response&& r) {
   if (self->handoff_.streaming) {
     self->stream_response(self, std::move(r));
   } else {
@@ -46,7 +46,7 @@ SERVEKIT_SERVER_DECL void session::generate_sink::operator()(response&& r) {
 /// as Triton refuses); an empty final response adds nothing. /generate_stream answers with
 /// server-sent events, one per response, chunked, written as the responses arrive; an error after
 /// the first event is an event {"error": "..."}, an error before it is an ordinary error reply.
-SERVEKIT_SERVER_DECL void session::handle_generate(bool stream) {
+SERVEKIT_DECL void session::handle_generate(bool stream) {
   handoff_.model = server_.models().find(on_strand_.route.model, on_strand_.route.version);
   if (!handoff_.model) {
     reply_missing_model();
@@ -79,8 +79,8 @@ SERVEKIT_SERVER_DECL void session::handle_generate(bool stream) {
 
 /// /generate, on the thread the model answers on: keeps the one response in handoff_.body, and
 /// posts the write after the final one.
-SERVEKIT_SERVER_DECL void session::collect_generate_response(const std::shared_ptr<session>& self,
-                                                             response&& r) noexcept {
+SERVEKIT_DECL void session::collect_generate_response(const std::shared_ptr<session>& self,
+                                                      response&& r) noexcept {
   try {
     if (!r.ok()) {
       if (handoff_.status == 200) { // the first error wins; it replaces any response kept
@@ -120,8 +120,8 @@ SERVEKIT_SERVER_DECL void session::collect_generate_response(const std::shared_p
 
 /// /generate_stream, on the thread the model answers on: encodes the response and posts it to
 /// the strand, which writes the events in the order the model sent them.
-SERVEKIT_SERVER_DECL void session::stream_response(const std::shared_ptr<session>& self,
-                                                   response&& r) noexcept {
+SERVEKIT_DECL void session::stream_response(const std::shared_ptr<session>& self,
+                                            response&& r) noexcept {
   std::string json;
   unsigned error_status = 0;
   bool has_event = true;
@@ -147,8 +147,8 @@ SERVEKIT_SERVER_DECL void session::stream_response(const std::shared_ptr<session
 }
 
 /// On the strand: queues one response's event (and the end of the body after the final).
-SERVEKIT_SERVER_DECL void session::stream_push(std::string json, bool has_event, bool final,
-                                               unsigned error_status) {
+SERVEKIT_DECL void session::stream_push(std::string json, bool has_event, bool final,
+                                        unsigned error_status) {
   if (on_strand_.stream_broken) {
     if (final) {
       end_broken_stream();
@@ -189,7 +189,7 @@ SERVEKIT_SERVER_DECL void session::stream_push(std::string json, bool has_event,
   stream_write_next();
 }
 
-SERVEKIT_SERVER_DECL void session::stream_write_next() {
+SERVEKIT_DECL void session::stream_write_next() {
   if (on_strand_.stream_writing || on_strand_.stream_queue.empty()) {
     return;
   }
@@ -200,7 +200,7 @@ SERVEKIT_SERVER_DECL void session::stream_write_next() {
                     });
 }
 
-SERVEKIT_SERVER_DECL void session::on_stream_write(const error_code& ec) {
+SERVEKIT_DECL void session::on_stream_write(const error_code& ec) {
   on_strand_.stream_writing = false;
   if (ec) {
     // The client went away mid-stream. The model still answers the request (its sink holds
@@ -229,7 +229,7 @@ SERVEKIT_SERVER_DECL void session::on_stream_write(const error_code& ec) {
 }
 
 /// The final response of a stream whose client is gone: releases the model.
-SERVEKIT_SERVER_DECL void session::end_broken_stream() {
+SERVEKIT_DECL void session::end_broken_stream() {
   handoff_.streaming = false;
   on_strand_.stream_final_queued = false;
   handoff_.model.reset();

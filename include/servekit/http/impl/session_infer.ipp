@@ -5,7 +5,7 @@
 /// Compiled once into servekit::server by src/http/session_infer.cpp, or included by
 /// http/server.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/impl/server_state.hpp>
@@ -30,7 +30,7 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL void session::infer_sink::operator()(response&& r) {
+SERVEKIT_DECL void session::infer_sink::operator()(response&& r) {
   if (!r.final) {
     return; // decoupled models are refused before submit; nothing partial reaches here
   }
@@ -40,7 +40,7 @@ SERVEKIT_SERVER_DECL void session::infer_sink::operator()(response&& r) {
   asio::post(self->strand_, [s = self] { s->write(); });
 }
 
-SERVEKIT_SERVER_DECL void session::handle_infer() {
+SERVEKIT_DECL void session::handle_infer() {
   handoff_.model = server_.models().find(on_strand_.route.model, on_strand_.route.version);
   if (!handoff_.model) {
     reply_missing_model();
@@ -95,7 +95,7 @@ SERVEKIT_SERVER_DECL void session::handle_infer() {
 
 /// On the model's instance thread (or wherever the model answers): the response into the
 /// session's strings. The strand is not touching them: it waits for the write this precedes.
-SERVEKIT_SERVER_DECL void session::encode_infer_response(response&& r) noexcept {
+SERVEKIT_DECL void session::encode_infer_response(response&& r) noexcept {
   handoff_.json_header_length.reset();
   try {
     if (r.ok()) {

@@ -7,7 +7,7 @@
 /// http/server.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/config/model_config_json.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
@@ -19,18 +19,18 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL void session::handle_health_ready() {
+SERVEKIT_DECL void session::handle_health_ready() {
   reply_empty(server_ready(server_.models(), server_.options().strict_readiness, server_.stopping())
                   ? 200
                   : 400);
 }
 
-SERVEKIT_SERVER_DECL void session::handle_server_metadata() {
+SERVEKIT_DECL void session::handle_server_metadata() {
   assign_body(handoff_.body, server_metadata_json());
   reply(200, json_content_type);
 }
 
-SERVEKIT_SERVER_DECL void session::handle_model_ready() {
+SERVEKIT_DECL void session::handle_model_ready() {
   if (server_.models().find(on_strand_.route.model, on_strand_.route.version)) {
     reply_empty(200);
   } else {
@@ -39,7 +39,7 @@ SERVEKIT_SERVER_DECL void session::handle_model_ready() {
 }
 
 /// GET /v2/models/{m}[/versions/{v}] (metadata) and .../config (the loaded config as JSON).
-SERVEKIT_SERVER_DECL void session::handle_model_metadata() {
+SERVEKIT_DECL void session::handle_model_metadata() {
   auto& models = server_.models();
   const auto m = models.find(on_strand_.route.model, on_strand_.route.version);
   if (!m) {

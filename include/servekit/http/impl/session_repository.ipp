@@ -6,7 +6,7 @@
 /// answered on the strand. Compiled once into servekit::server by
 /// src/http/session_repository.cpp, or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/impl/server_state.hpp>
@@ -28,7 +28,7 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL void session::handle_repository_index() {
+SERVEKIT_DECL void session::handle_repository_index() {
   bool ready_only = false;
   const auto& body = on_strand_.parser->get().body();
   if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
@@ -49,7 +49,7 @@ SERVEKIT_SERVER_DECL void session::handle_repository_index() {
   reply(200, json_content_type);
 }
 
-SERVEKIT_SERVER_DECL void session::handle_repository_load_unload() {
+SERVEKIT_DECL void session::handle_repository_load_unload() {
   // Triton's load/unload bodies carry "parameters" (a config override, model files,
   // unload_dependents). We support none of them: refuse rather than ignore them silently.
   const auto& body = on_strand_.parser->get().body();
@@ -69,7 +69,7 @@ SERVEKIT_SERVER_DECL void session::handle_repository_load_unload() {
   handle_repository_change(on_strand_.route.kind == endpoint::repository_load);
 }
 
-SERVEKIT_SERVER_DECL void session::handle_repository_change(bool load) {
+SERVEKIT_DECL void session::handle_repository_change(bool load) {
   // Keep the session (and so run()) alive while the admin thread works; answer on the strand.
   asio::post(server_.admin(), [self = shared_from_this(), load, name = on_strand_.route.model] {
     status s;

@@ -6,7 +6,7 @@
 /// connection's strand. Compiled once into servekit::server by src/http/session_routing.cpp, or
 /// included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
 #include <servekit/http/kserve_response.hpp>
@@ -24,7 +24,7 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL void session::handle() {
+SERVEKIT_DECL void session::handle() {
   on_strand_.phase = phase::handling;
   auto& req = on_strand_.parser->get();
   on_strand_.keep_alive = req.keep_alive();
@@ -53,7 +53,7 @@ SERVEKIT_SERVER_DECL void session::handle() {
   }
 }
 
-SERVEKIT_SERVER_DECL void session::dispatch_route() {
+SERVEKIT_DECL void session::dispatch_route() {
   switch (on_strand_.route.kind) {
   case endpoint::model_infer:
     handle_infer();
@@ -103,7 +103,7 @@ SERVEKIT_SERVER_DECL void session::dispatch_route() {
 /// Answers a request for a model that find() did not return: 404 if the repository does not
 /// know it (or does not serve that version); if it knows it and it is not READY, 503 with the
 /// reason, or, for GET .../ready (`ready_endpoint`), Triton's bodiless 400.
-SERVEKIT_SERVER_DECL void session::reply_missing_model(bool ready_endpoint) {
+SERVEKIT_DECL void session::reply_missing_model(bool ready_endpoint) {
   const auto entry = server_.models().status_of(on_strand_.route.model);
   if (!entry) {
     reply_error(

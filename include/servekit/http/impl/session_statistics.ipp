@@ -5,7 +5,7 @@
 /// /metrics (Prometheus text). On the connection's strand. Compiled once into servekit::server by
 /// src/http/session_statistics.cpp, or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
@@ -16,7 +16,7 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL void session::handle_model_stats() {
+SERVEKIT_DECL void session::handle_model_stats() {
   const auto m = server_.models().find(on_strand_.route.model, on_strand_.route.version);
   if (!m) {
     reply_missing_model();
@@ -26,12 +26,12 @@ SERVEKIT_SERVER_DECL void session::handle_model_stats() {
   reply(200, json_content_type);
 }
 
-SERVEKIT_SERVER_DECL void session::handle_all_model_stats() {
+SERVEKIT_DECL void session::handle_all_model_stats() {
   handoff_.body = dump_json(model_stats_json(server_.models().ready_models()));
   reply(200, json_content_type);
 }
 
-SERVEKIT_SERVER_DECL void session::handle_metrics() {
+SERVEKIT_DECL void session::handle_metrics() {
   handoff_.body.clear();
   write_metrics(server_.models(), handoff_.body);
   reply(200, prometheus_content_type);

@@ -5,7 +5,7 @@
 /// the connection's strand. Compiled once into servekit::server by src/http/session_transport.cpp,
 /// or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
 #include <servekit/http/kserve_response.hpp>
@@ -36,13 +36,13 @@ namespace servekit::http {
 
 namespace detail {
 
-SERVEKIT_SERVER_DECL session::session(server_state& server, socket_type socket)
+SERVEKIT_DECL session::session(server_state& server, socket_type socket)
     : server_{server}, strand_{socket.get_executor()}, on_strand_{std::move(socket)} {
   enlistment_.self = this;
 }
 
 /// Registers with the server and starts reading, on the session's strand.
-SERVEKIT_SERVER_DECL void session::start() {
+SERVEKIT_DECL void session::start() {
   auto self = shared_from_this();
   const bool running = server_.enlist(this, self);
   enlistment_.server = &server_;
@@ -58,7 +58,7 @@ SERVEKIT_SERVER_DECL void session::start() {
 /// stop(): closes the connection if no request of it reached a model (idle, or a body still
 /// arriving: a client that stalls mid-body must not hold the server open), else lets the
 /// request in flight finish and closes after its response. On the strand.
-SERVEKIT_SERVER_DECL void session::request_stop() {
+SERVEKIT_DECL void session::request_stop() {
   on_strand_.stopping = true;
   if (on_strand_.phase == phase::reading_header || on_strand_.phase == phase::reading_body ||
       on_strand_.phase == phase::draining) {
@@ -68,11 +68,11 @@ SERVEKIT_SERVER_DECL void session::request_stop() {
 
 /// The exit timeout passed: closes the connection whatever it is doing (a client that does
 /// not read its response must not hold the server open). On the strand.
-SERVEKIT_SERVER_DECL void session::force_close() { close(); }
+SERVEKIT_DECL void session::force_close() { close(); }
 
 // ---- reading ----------------------------------------------------------------------------
 
-SERVEKIT_SERVER_DECL void session::read_header() {
+SERVEKIT_DECL void session::read_header() {
   on_strand_.phase = phase::reading_header;
   if (on_strand_.stopping) {
     close();
@@ -89,7 +89,7 @@ SERVEKIT_SERVER_DECL void session::read_header() {
       [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_header(ec); });
 }
 
-SERVEKIT_SERVER_DECL void session::on_header(const error_code& ec) {
+SERVEKIT_DECL void session::on_header(const error_code& ec) {
   if (ec) {
     read_failed(ec, /*header_started=*/on_strand_.buffer.size() > 0);
     return;
@@ -140,7 +140,7 @@ SERVEKIT_SERVER_DECL void session::on_header(const error_code& ec) {
   }
 }
 
-SERVEKIT_SERVER_DECL void session::read_body() {
+SERVEKIT_DECL void session::read_body() {
   bhttp::async_read(on_strand_.socket, on_strand_.buffer, *on_strand_.parser,
                     [self = shared_from_this()](const error_code& ec, std::size_t) {
                       if (ec) {
@@ -152,7 +152,7 @@ SERVEKIT_SERVER_DECL void session::read_body() {
 }
 
 /// A read ended in an error: answer what deserves an answer (413, 431, 400), else close.
-SERVEKIT_SERVER_DECL void session::read_failed(const error_code& ec, bool request_started) {
+SERVEKIT_DECL void session::read_failed(const error_code& ec, bool request_started) {
   if (ec == bhttp::error::body_limit) {
     fail_request(413, fmt::format("request body exceeds the limit of {} bytes",
                                   server_.options().max_body_bytes));
@@ -174,7 +174,7 @@ SERVEKIT_SERVER_DECL void session::read_failed(const error_code& ec, bool reques
 }
 
 /// Answers a request that could not be read whole, then drains and closes the connection.
-SERVEKIT_SERVER_DECL void session::fail_request(unsigned status, std::string_view message) {
+SERVEKIT_DECL void session::fail_request(unsigned status, std::string_view message) {
   on_strand_.drain_after_write = true;
   on_strand_.keep_alive = false;
   reply_error(status, message);
@@ -182,24 +182,24 @@ SERVEKIT_SERVER_DECL void session::fail_request(unsigned status, std::string_vie
 
 // ---- writing ----------------------------------------------------------------------------
 
-SERVEKIT_SERVER_DECL void session::reply(unsigned status, std::string_view content_type) {
+SERVEKIT_DECL void session::reply(unsigned status, std::string_view content_type) {
   handoff_.status = status;
   handoff_.content_type = content_type;
   handoff_.json_header_length.reset();
   write();
 }
 
-SERVEKIT_SERVER_DECL void session::reply_empty(unsigned status) {
+SERVEKIT_DECL void session::reply_empty(unsigned status) {
   handoff_.body.clear();
   reply(status, {});
 }
 
-SERVEKIT_SERVER_DECL void session::reply_error(unsigned status, std::string_view message) {
+SERVEKIT_DECL void session::reply_error(unsigned status, std::string_view message) {
   handoff_.body = encode_error(message);
   reply(status, json_content_type);
 }
 
-SERVEKIT_SERVER_DECL void session::write() {
+SERVEKIT_DECL void session::write() {
   on_strand_.phase = phase::writing;
   handoff_.model.reset(); // a retired model's last reference goes to the repository's reaper
   on_strand_.close_after =
@@ -235,7 +235,7 @@ SERVEKIT_SERVER_DECL void session::write() {
       [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_write(ec); });
 }
 
-SERVEKIT_SERVER_DECL void session::on_write(const error_code& ec) {
+SERVEKIT_DECL void session::on_write(const error_code& ec) {
   if (server_.options().log_verbose > 0) {
     log();
   }
@@ -257,7 +257,7 @@ SERVEKIT_SERVER_DECL void session::on_write(const error_code& ec) {
   read_header();
 }
 
-SERVEKIT_SERVER_DECL void session::log() const {
+SERVEKIT_DECL void session::log() const {
   std::string_view method = "-";
   std::string_view target = "-";
   if (on_strand_.parser && on_strand_.parser->is_header_done()) {
@@ -272,7 +272,7 @@ SERVEKIT_SERVER_DECL void session::log() const {
 
 /// Takes the request body back from the parser for the next request, and keeps the reused
 /// strings from holding on to the memory of one huge request.
-SERVEKIT_SERVER_DECL void session::recycle() {
+SERVEKIT_DECL void session::recycle() {
   if (on_strand_.parser) {
     on_strand_.spare_body.swap(on_strand_.parser->get().body());
     on_strand_.parser.reset();
@@ -285,7 +285,7 @@ SERVEKIT_SERVER_DECL void session::recycle() {
 }
 
 /// Reads and discards what the client still sends after an error response, then closes.
-SERVEKIT_SERVER_DECL void session::drain() {
+SERVEKIT_DECL void session::drain() {
   on_strand_.phase = phase::draining;
   if (on_strand_.stopping) {
     close();
@@ -298,7 +298,7 @@ SERVEKIT_SERVER_DECL void session::drain() {
   drain_some();
 }
 
-SERVEKIT_SERVER_DECL void session::drain_some() {
+SERVEKIT_DECL void session::drain_some() {
   on_strand_.socket.async_read_some(
       on_strand_.buffer.prepare(64 * 1024),
       [self = shared_from_this()](const error_code& ec, std::size_t n) {
@@ -311,7 +311,7 @@ SERVEKIT_SERVER_DECL void session::drain_some() {
       });
 }
 
-SERVEKIT_SERVER_DECL void session::close() {
+SERVEKIT_DECL void session::close() {
   error_code ignored;
   on_strand_.socket.close(ignored);
 }

@@ -5,7 +5,7 @@
 /// compiled once into servekit::server (repository/impl/version_selection.ipp).
 
 #include <servekit/core/config_error.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
 
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace servekit::detail {
 
 /// The numeric subfolders of `folder` (Triton's version folders: "1", "2", ...; no sign, no
 /// leading junk, >= 1), ascending. Other entries ("notes", "-1", files) are not versions.
-[[nodiscard]] SERVEKIT_SERVER_DECL std::vector<std::int64_t>
+[[nodiscard]] SERVEKIT_DECL std::vector<std::int64_t>
 version_folders(const std::filesystem::path& folder);
 
 /// The versions a policy asks for, ascending and without duplicates, split into those that have
@@ -33,7 +33,7 @@ struct version_selection {
 /// `available` (ascending, as version_folders returns them). Throws config_error at the policy's
 /// field for a policy that can never serve anything: `latest` with num_versions 0, `specific`
 /// without versions or with a version < 1.
-[[nodiscard]] SERVEKIT_SERVER_DECL version_selection
+[[nodiscard]] SERVEKIT_DECL version_selection
 select_versions(const std::optional<version_policy_options>& policy,
                 const std::vector<std::int64_t>& available);
 

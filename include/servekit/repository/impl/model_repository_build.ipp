@@ -4,7 +4,7 @@
 /// ensembles over them (build, build_versions, dependents_of, build_ensembles). Compiled once
 /// into servekit::server, or included by model_repository.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/ensemble/runtime_ensemble.hpp>
 #include <servekit/repository/any_model.hpp>
@@ -29,9 +29,9 @@
 
 namespace servekit {
 
-SERVEKIT_SERVER_DECL status model_repository::build_versions(const detail::repository_table& table,
-                                                             detail::repository_entry& entry,
-                                                             bool keep_serving) {
+SERVEKIT_DECL status model_repository::build_versions(const detail::repository_table& table,
+                                                      detail::repository_entry& entry,
+                                                      bool keep_serving) {
   const auto& source = *entry.source;
   const std::string& name = source.config.name;
   status first_error;
@@ -71,7 +71,7 @@ SERVEKIT_SERVER_DECL status model_repository::build_versions(const detail::repos
   return first_error;
 }
 
-SERVEKIT_SERVER_DECL std::shared_ptr<const loaded_model>
+SERVEKIT_DECL std::shared_ptr<const loaded_model>
 model_repository::build(const detail::model_source& source, std::int64_t version,
                         const detail::repository_table& table) {
   const model_options config = source.config_for(version);
@@ -116,7 +116,7 @@ model_repository::build(const detail::model_source& source, std::int64_t version
   return std::shared_ptr<const loaded_model>{built.release(), detail::retire_to_reaper{reaper_}};
 }
 
-SERVEKIT_SERVER_DECL std::set<std::string, std::less<>>
+SERVEKIT_DECL std::set<std::string, std::less<>>
 model_repository::dependents_of(const detail::repository_table& table,
                                 const std::set<std::string, std::less<>>& changed) {
   std::set<std::string, std::less<>> reached = changed;
@@ -141,7 +141,7 @@ model_repository::dependents_of(const detail::repository_table& table,
   return out;
 }
 
-SERVEKIT_SERVER_DECL void
+SERVEKIT_DECL void
 model_repository::build_ensembles(detail::repository_table& table,
                                   const std::set<std::string, std::less<>>& todo) {
   enum class mark : std::uint8_t { visiting, done };

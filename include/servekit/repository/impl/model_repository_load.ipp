@@ -5,7 +5,7 @@
 /// they publish. Compiled once into servekit::server, or included by model_repository.hpp with
 /// SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/repository/detail/model_reaper.hpp>
 #include <servekit/repository/detail/repository_table.hpp>
@@ -27,15 +27,14 @@
 
 namespace servekit {
 
-SERVEKIT_SERVER_DECL model_repository::model_repository(std::filesystem::path root,
-                                                        factory_type factory)
+SERVEKIT_DECL model_repository::model_repository(std::filesystem::path root, factory_type factory)
     : root_{std::move(root)}, factory_{std::move(factory)},
       reaper_{std::make_shared<detail::loaded_model_reaper>()},
       table_{std::make_shared<const detail::repository_table>()} {
   reaper_thread_ = detail::loaded_model_reaper::start(reaper_);
 }
 
-SERVEKIT_SERVER_DECL model_repository::~model_repository() {
+SERVEKIT_DECL model_repository::~model_repository() {
   {
     const std::lock_guard lock{write_mutex_};
     publish(detail::repository_table{});
@@ -48,7 +47,7 @@ SERVEKIT_SERVER_DECL model_repository::~model_repository() {
   }
 }
 
-SERVEKIT_SERVER_DECL std::vector<model_index_entry> model_repository::load_all() {
+SERVEKIT_DECL std::vector<model_index_entry> model_repository::load_all() {
   const std::lock_guard lock{write_mutex_};
   detail::repository_table next = *snapshot();
   std::vector<std::string> names;
@@ -98,7 +97,7 @@ SERVEKIT_SERVER_DECL std::vector<model_index_entry> model_repository::load_all()
   return index_of(next);
 }
 
-SERVEKIT_SERVER_DECL status model_repository::load(std::string_view name) {
+SERVEKIT_DECL status model_repository::load(std::string_view name) {
   const std::lock_guard lock{write_mutex_};
   auto read = read_source(name);
   if (read.error.code() == status_code::not_found) {
@@ -127,7 +126,7 @@ SERVEKIT_SERVER_DECL status model_repository::load(std::string_view name) {
   return s;
 }
 
-SERVEKIT_SERVER_DECL status model_repository::unload(std::string_view name) {
+SERVEKIT_DECL status model_repository::unload(std::string_view name) {
   const std::lock_guard lock{write_mutex_};
   detail::repository_table next = *snapshot();
   const auto it = next.find(name);
@@ -147,7 +146,7 @@ SERVEKIT_SERVER_DECL status model_repository::unload(std::string_view name) {
   return {};
 }
 
-SERVEKIT_SERVER_DECL void model_repository::publish(const detail::repository_table& next) {
+SERVEKIT_DECL void model_repository::publish(const detail::repository_table& next) {
   auto fresh = std::make_shared<const detail::repository_table>(next);
   std::shared_ptr<const detail::repository_table> old;
   {
@@ -156,14 +155,14 @@ SERVEKIT_SERVER_DECL void model_repository::publish(const detail::repository_tab
   }
 }
 
-SERVEKIT_SERVER_DECL detail::repository_entry model_repository::unreadable(std::string name,
-                                                                           const status& error) {
+SERVEKIT_DECL detail::repository_entry model_repository::unreadable(std::string name,
+                                                                    const status& error) {
   detail::repository_entry out;
   out.info = {std::move(name), 0, model_ready_state::unavailable, error.message()};
   return out;
 }
 
-SERVEKIT_SERVER_DECL bool model_repository::mark_loading(detail::repository_entry& entry) {
+SERVEKIT_DECL bool model_repository::mark_loading(detail::repository_entry& entry) {
   bool changed = false;
   for (const auto v : entry.source->versions) {
     auto& e = entry.versions[v];
@@ -176,7 +175,7 @@ SERVEKIT_SERVER_DECL bool model_repository::mark_loading(detail::repository_entr
   return changed;
 }
 
-SERVEKIT_SERVER_DECL std::vector<std::pair<std::int64_t, const loaded_model*>>
+SERVEKIT_DECL std::vector<std::pair<std::int64_t, const loaded_model*>>
 model_repository::serving_versions(const detail::repository_entry& entry) {
   std::vector<std::pair<std::int64_t, const loaded_model*>> out;
   for (const auto& [v, e] : entry.versions) {

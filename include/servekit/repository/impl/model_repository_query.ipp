@@ -4,7 +4,7 @@
 /// status_of, index, all_ready, ready_models) and the shutdown helpers. Compiled once into
 /// servekit::server, or included by model_repository.hpp with SERVEKIT_HEADER_ONLY.
 
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/repository/detail/model_reaper.hpp>
 #include <servekit/repository/detail/repository_table.hpp>
 #include <servekit/repository/model_repository.hpp>
@@ -21,7 +21,7 @@
 
 namespace servekit {
 
-SERVEKIT_SERVER_DECL std::shared_ptr<const loaded_model>
+SERVEKIT_DECL std::shared_ptr<const loaded_model>
 model_repository::find(std::string_view name, std::int64_t version) const {
   const std::shared_lock lock{read_mutex_};
   const auto it = table_->find(name);
@@ -35,8 +35,7 @@ model_repository::find(std::string_view name, std::int64_t version) const {
   return v == it->second.versions.end() ? nullptr : v->second.model;
 }
 
-SERVEKIT_SERVER_DECL std::vector<std::int64_t>
-model_repository::versions_of(std::string_view name) const {
+SERVEKIT_DECL std::vector<std::int64_t> model_repository::versions_of(std::string_view name) const {
   const auto table = snapshot();
   std::vector<std::int64_t> out;
   if (const auto it = table->find(name); it != table->end()) {
@@ -49,7 +48,7 @@ model_repository::versions_of(std::string_view name) const {
   return out;
 }
 
-SERVEKIT_SERVER_DECL std::optional<model_index_entry>
+SERVEKIT_DECL std::optional<model_index_entry>
 model_repository::status_of(std::string_view name) const {
   const auto table = snapshot();
   const auto it = table->find(name);
@@ -59,7 +58,7 @@ model_repository::status_of(std::string_view name) const {
   return it->second.info;
 }
 
-SERVEKIT_SERVER_DECL std::optional<model_index_entry>
+SERVEKIT_DECL std::optional<model_index_entry>
 model_repository::status_of(std::string_view name, std::int64_t version) const {
   const auto table = snapshot();
   const auto it = table->find(name);
@@ -78,18 +77,18 @@ model_repository::status_of(std::string_view name, std::int64_t version) const {
   return std::nullopt;
 }
 
-SERVEKIT_SERVER_DECL std::vector<model_index_entry> model_repository::index() const {
+SERVEKIT_DECL std::vector<model_index_entry> model_repository::index() const {
   return index_of(*snapshot());
 }
 
-SERVEKIT_SERVER_DECL bool model_repository::all_ready() const {
+SERVEKIT_DECL bool model_repository::all_ready() const {
   const auto rows = index();
   return std::all_of(rows.begin(), rows.end(), [](const model_index_entry& e) {
     return e.state == model_ready_state::ready || e.reason == unloaded_reason;
   });
 }
 
-SERVEKIT_SERVER_DECL std::vector<std::shared_ptr<const loaded_model>>
+SERVEKIT_DECL std::vector<std::shared_ptr<const loaded_model>>
 model_repository::ready_models() const {
   const auto table = snapshot();
   std::vector<std::shared_ptr<const loaded_model>> out;
@@ -103,7 +102,7 @@ model_repository::ready_models() const {
   return out;
 }
 
-SERVEKIT_SERVER_DECL void model_repository::shutdown_decoupled_models(shutdown_mode mode) const {
+SERVEKIT_DECL void model_repository::shutdown_decoupled_models(shutdown_mode mode) const {
   const auto models = ready_models();
   for (const bool ensembles : {false, true}) {
     for (const auto& m : models) {
@@ -114,15 +113,14 @@ SERVEKIT_SERVER_DECL void model_repository::shutdown_decoupled_models(shutdown_m
   }
 }
 
-SERVEKIT_SERVER_DECL void model_repository::wait_retired() const { reaper_->wait_idle(); }
+SERVEKIT_DECL void model_repository::wait_retired() const { reaper_->wait_idle(); }
 
-SERVEKIT_SERVER_DECL std::shared_ptr<const detail::repository_table>
-model_repository::snapshot() const {
+SERVEKIT_DECL std::shared_ptr<const detail::repository_table> model_repository::snapshot() const {
   const std::shared_lock lock{read_mutex_};
   return table_;
 }
 
-SERVEKIT_SERVER_DECL std::vector<model_index_entry>
+SERVEKIT_DECL std::vector<model_index_entry>
 model_repository::index_of(const detail::repository_table& table) {
   std::vector<model_index_entry> out;
   out.reserve(table.size());

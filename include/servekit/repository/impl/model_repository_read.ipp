@@ -6,7 +6,7 @@
 
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/config_error.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/repository/detail/repository_table.hpp>
 #include <servekit/repository/detail/version_selection.hpp>
@@ -28,7 +28,7 @@
 
 namespace servekit {
 
-SERVEKIT_SERVER_DECL model_repository::read_result
+SERVEKIT_DECL model_repository::read_result
 model_repository::read_source(std::string_view name) const {
   const std::string model_name{name};
   const auto folder = root_ / model_name;

@@ -5,7 +5,7 @@
 /// with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/core/config_error.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/repository/detail/version_selection.hpp>
 #include <servekit/runtime/model_options.hpp>
 
@@ -21,8 +21,7 @@
 
 namespace servekit::detail {
 
-SERVEKIT_SERVER_DECL std::vector<std::int64_t>
-version_folders(const std::filesystem::path& folder) {
+SERVEKIT_DECL std::vector<std::int64_t> version_folders(const std::filesystem::path& folder) {
   std::vector<std::int64_t> out;
   std::error_code ec;
   for (std::filesystem::directory_iterator it{folder, ec}, end; !ec && it != end;
@@ -46,9 +45,8 @@ version_folders(const std::filesystem::path& folder) {
   return out;
 }
 
-SERVEKIT_SERVER_DECL version_selection
-select_versions(const std::optional<version_policy_options>& policy,
-                const std::vector<std::int64_t>& available) {
+SERVEKIT_DECL version_selection select_versions(const std::optional<version_policy_options>& policy,
+                                                const std::vector<std::int64_t>& available) {
   using kind = version_policy_options::kind_type;
   version_selection out;
   if (!policy || policy->kind == kind::latest) {

@@ -4,7 +4,7 @@
 /// the start and end of arrays and objects, followed through the request with its context stack.
 
 #include <servekit/core/data_type.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/http/detail/infer_request_parser.hpp>
@@ -21,7 +21,7 @@
 
 namespace servekit::http::detail {
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::key(std::string_view k) {
+SERVEKIT_DECL bool infer_request_parser::key(std::string_view k) {
   switch (top()) {
   case ctx::root:
     if (k == "id") {
@@ -128,7 +128,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::key(std::string_view k) {
   }
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::value(const json_scalar& s, std::string_view text) {
+SERVEKIT_DECL bool infer_request_parser::value(const json_scalar& s, std::string_view text) {
   switch (top()) {
   case ctx::data:
     return data_value(s, text);
@@ -189,8 +189,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::value(const json_scalar& s, std:
   return fail("unexpected value after the request JSON");
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::root_value(const json_scalar& s,
-                                                           std::string_view text) {
+SERVEKIT_DECL bool infer_request_parser::root_value(const json_scalar& s, std::string_view text) {
   switch (std::exchange(pending_, field::none)) {
   case field::id:
     if (s.tag != json_scalar::kind::string) {
@@ -209,8 +208,8 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::root_value(const json_scalar& s,
   }
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::parameter_value(const json_scalar& s,
-                                                                std::string_view text) {
+SERVEKIT_DECL bool infer_request_parser::parameter_value(const json_scalar& s,
+                                                         std::string_view text) {
   auto& r = out_.request;
   const auto expected = [&](std::string_view what) {
     return fail(fmt::format("Unable to parse '{}': expected {}, got {}", parameter_name_, what,
@@ -268,8 +267,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::parameter_value(const json_scala
   }
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::input_value(const json_scalar& s,
-                                                            std::string_view text) {
+SERVEKIT_DECL bool infer_request_parser::input_value(const json_scalar& s, std::string_view text) {
   switch (std::exchange(pending_, field::none)) {
   case field::name:
     if (s.tag != json_scalar::kind::string) {
@@ -306,8 +304,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::input_value(const json_scalar& s
   }
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::data_value(const json_scalar& s,
-                                                           std::string_view text) {
+SERVEKIT_DECL bool infer_request_parser::data_value(const json_scalar& s, std::string_view text) {
   if (input_.data_is_array) {
     const std::size_t d = input_.depth;
     ++input_.level_count[d - 1];
@@ -332,7 +329,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::data_value(const json_scalar& s,
   return true;
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::shape_value(const json_scalar& s) {
+SERVEKIT_DECL bool infer_request_parser::shape_value(const json_scalar& s) {
   if (s.tag != json_scalar::kind::unsigned_integer ||
       s.u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     return fail(fmt::format("{}: 'shape' dimensions must be non-negative integers, got {}",
@@ -346,7 +343,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::shape_value(const json_scalar& s
   return true;
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::start(bool object) {
+SERVEKIT_DECL bool infer_request_parser::start(bool object) {
   switch (top()) {
   case ctx::skip:
     ++skip_depth_;
@@ -497,7 +494,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::start(bool object) {
   return fail("unexpected value after the request JSON");
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::end() {
+SERVEKIT_DECL bool infer_request_parser::end() {
   switch (top()) {
   case ctx::skip:
     if (--skip_depth_ == 0) {

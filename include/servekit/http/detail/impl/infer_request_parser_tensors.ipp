@@ -7,7 +7,7 @@
 #include <servekit/core/buffer.hpp>
 #include <servekit/core/bytes.hpp>
 #include <servekit/core/data_type.hpp>
-#include <servekit/core/detail/server_tier.hpp>
+#include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/core/tensor.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
@@ -28,12 +28,12 @@
 
 namespace servekit::http::detail {
 
-SERVEKIT_SERVER_DECL decode_scratch& thread_decode_scratch() {
+SERVEKIT_DECL decode_scratch& thread_decode_scratch() {
   thread_local decode_scratch scratch;
   return scratch;
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::finish_input() {
+SERVEKIT_DECL bool infer_request_parser::finish_input() {
   if (!input_.has_name) {
     return fail(fmt::format("inputs[{}] has no 'name'", input_index_));
   }
@@ -126,7 +126,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::finish_input() {
   return true;
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::convert_data(tensor& t, std::size_t count) {
+SERVEKIT_DECL bool infer_request_parser::convert_data(tensor& t, std::size_t count) {
   const auto& values = scratch_.values;
   const data_type type = t.type;
   if (type == data_type::bytes) {
@@ -232,7 +232,7 @@ SERVEKIT_SERVER_DECL bool infer_request_parser::convert_data(tensor& t, std::siz
   return fail(fmt::format("{}: unsupported datatype", input_label()));
 }
 
-SERVEKIT_SERVER_DECL bool infer_request_parser::finish_output() {
+SERVEKIT_DECL bool infer_request_parser::finish_output() {
   if (!output_.has_name) {
     return fail(fmt::format("outputs[{}] has no 'name'", output_index_));
   }
