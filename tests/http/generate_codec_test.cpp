@@ -94,6 +94,37 @@ TEST(GenerateCodec, ErrorsNameTheKey) {
   EXPECT_NE(error_of(R"({"IDS": )").find("parse"), std::string::npos);
 }
 
+// Issue 16: a body nesting 100,000 levels deep crashed the server (SIGSEGV: the generate path
+// walked the parsed value recursively), and `1e400` reached the client as a 500 with
+// nlohmann's internal message. Both are the client's fault: invalid_argument, saying what.
+TEST(GenerateCodec, DeepNestingIsRefusedAtTheDepthLimit) {
+  constexpr std::size_t levels = 100'000;
+  const std::string deep =
+      R"({"IDS": )" + std::string(levels, '[') + "1" + std::string(levels, ']') + "}";
+  EXPECT_NE(error_of(deep).find("nests deeper than"), std::string::npos);
+  servekit::http::decoded_infer_request d;
+  const auto s = servekit::http::decode_generate_request(deep, "m", configs(), false, d);
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument);
+  EXPECT_NE(s.message().find("nests deeper than"), std::string::npos) << s.message();
+  // At the limit itself the body parses (whatever its shape check says next).
+  const std::size_t ok_levels = servekit::http::detail::max_json_body_depth - 1;
+  const std::string at_limit =
+      R"({"IDS": )" + std::string(ok_levels, '[') + "1" + std::string(ok_levels, ']') + "}";
+  std::string out;
+  const auto t = servekit::http::translate_generate_request(at_limit, "m", configs(), false, out);
+  EXPECT_EQ(t.message().find("nests deeper than"), std::string::npos) << t.message();
+}
+
+TEST(GenerateCodec, NumberOutOfRangeIsTheClientsFault) {
+  const std::string message = error_of(R"({"IDS": [1e400]})");
+  EXPECT_NE(message.find("number out of range"), std::string::npos) << message;
+  EXPECT_EQ(message.find("[json.exception"), std::string::npos) << message;
+  servekit::http::decoded_infer_request d;
+  const auto s =
+      servekit::http::decode_generate_request(R"({"IDS": [1e400]})", "m", configs(), false, d);
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument) << s.message();
+}
+
 // decode_generate_request parses the body once; it must decode exactly as decode_infer_request
 // decodes translate_generate_request's JSON: same tensors and fields, or the same error.
 void expect_decodes_as_translated(const std::string& body, bool batching) {

@@ -22,6 +22,7 @@
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
+#include <servekit/http/detail/json_body.hpp>
 #include <servekit/http/kserve_response.hpp>
 
 #include <fmt/format.h>
@@ -141,14 +142,10 @@ struct generate_plan {
   std::vector<const nlohmann::json*> leaves; ///< every input's elements, in row-major order
 };
 
-/// Parses a generate request body into `j`.
+/// Parses a generate request body into `j`: nesting deeper than json_reader's limit, a syntax
+/// error and a number out of range are invalid_argument.
 [[nodiscard]] inline status parse_generate_body(std::string_view body, nlohmann::json& j) {
-  try {
-    j = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    return invalid_argument(fmt::format("failed to parse the generate request JSON: {}", e.what()));
-  }
-  return {};
+  return parse_json_body(body, j, "the generate request");
 }
 
 /// Checks the parsed generate request `j` for the model `model` (its config's inputs and whether

@@ -6,6 +6,9 @@
 #include <servekit/backend/request_validator.hpp>
 #include <servekit/core/detail/linkage.hpp>
 
+#include <string_view>
+#include <unordered_set>
+
 namespace servekit {
 
 [[nodiscard]] SERVEKIT_DECL status request_validator::validate(const request& r,
@@ -13,13 +16,26 @@ namespace servekit {
   batch_elements = 1;
   const bool batched = max_batch_size_ > 0;
   std::int64_t batch = -1;
+  // Duplicate names: pairwise for the usual handful of inputs (no allocation), by hash past
+  // that, so a request with tens of thousands of inputs costs linear time, not quadratic.
+  constexpr std::size_t pairwise_up_to = 16;
+  std::unordered_set<std::string_view> seen;
+  if (r.inputs.size() > pairwise_up_to) {
+    seen.reserve(r.inputs.size());
+  }
   for (std::size_t i = 0; i < r.inputs.size(); ++i) {
     const tensor& t = r.inputs[i];
-    for (std::size_t j = 0; j < i; ++j) {
-      if (r.inputs[j].name == t.name) {
-        return invalid_argument("input '" + t.name + "' appears more than once in request for " +
-                                "model '" + model_name_ + "'");
+    bool duplicate = false;
+    if (r.inputs.size() > pairwise_up_to) {
+      duplicate = !seen.insert(t.name).second;
+    } else {
+      for (std::size_t j = 0; j < i && !duplicate; ++j) {
+        duplicate = r.inputs[j].name == t.name;
       }
+    }
+    if (duplicate) {
+      return invalid_argument("input '" + t.name + "' appears more than once in request for " +
+                              "model '" + model_name_ + "'");
     }
     const tensor_config* spec = find(inputs_, t.name);
     if (spec == nullptr && !inputs_.empty()) {
