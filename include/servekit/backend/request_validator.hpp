@@ -20,7 +20,8 @@ namespace servekit {
 /// Checks requests against a model's declared inputs and outputs and its max_batch_size. An
 /// input declared with data type `invalid` (an ensemble input no step declares) is checked by
 /// name only.
-/// Built once per model; `validate` allocates nothing unless it reports an error.
+/// Built once per model; `validate` allocates nothing unless it reports an error or the request
+/// has more than 16 inputs (their names are then checked for duplicates by hash).
 class request_validator {
 public:
   request_validator() = default;
