@@ -21,7 +21,7 @@ namespace servekit {
 /// input declared with data type `invalid` (an ensemble input no step declares) is checked by
 /// name only.
 /// Built once per model; `validate` allocates nothing unless it reports an error or the request
-/// has more than 16 inputs (their names are then checked for duplicates by hash).
+/// has more than 16 inputs (their names are then sorted to find duplicates).
 class request_validator {
 public:
   request_validator() = default;

@@ -6,8 +6,10 @@
 #include <servekit/backend/request_validator.hpp>
 #include <servekit/core/detail/linkage.hpp>
 
+#include <algorithm>
+#include <string>
 #include <string_view>
-#include <unordered_set>
+#include <vector>
 
 namespace servekit {
 
@@ -16,26 +18,29 @@ namespace servekit {
   batch_elements = 1;
   const bool batched = max_batch_size_ > 0;
   std::int64_t batch = -1;
-  // Duplicate names: pairwise for the usual handful of inputs (no allocation), by hash past
-  // that, so a request with tens of thousands of inputs costs linear time, not quadratic.
+  // Duplicate names: pairwise for the usual handful of inputs (no allocation); past that, the
+  // names sorted once, so a request with tens of thousands of inputs costs n log n, not n².
   constexpr std::size_t pairwise_up_to = 16;
-  std::unordered_set<std::string_view> seen;
   if (r.inputs.size() > pairwise_up_to) {
-    seen.reserve(r.inputs.size());
+    std::vector<std::string_view> names;
+    names.reserve(r.inputs.size());
+    for (const tensor& t : r.inputs) {
+      names.emplace_back(t.name);
+    }
+    std::sort(names.begin(), names.end());
+    if (const auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end()) {
+      return invalid_argument("input '" + std::string{*twice} +
+                              "' appears more than once in request for model '" + model_name_ +
+                              "'");
+    }
   }
   for (std::size_t i = 0; i < r.inputs.size(); ++i) {
     const tensor& t = r.inputs[i];
-    bool duplicate = false;
-    if (r.inputs.size() > pairwise_up_to) {
-      duplicate = !seen.insert(t.name).second;
-    } else {
-      for (std::size_t j = 0; j < i && !duplicate; ++j) {
-        duplicate = r.inputs[j].name == t.name;
+    for (std::size_t j = 0; j < i && r.inputs.size() <= pairwise_up_to; ++j) {
+      if (r.inputs[j].name == t.name) {
+        return invalid_argument("input '" + t.name + "' appears more than once in request for " +
+                                "model '" + model_name_ + "'");
       }
-    }
-    if (duplicate) {
-      return invalid_argument("input '" + t.name + "' appears more than once in request for " +
-                              "model '" + model_name_ + "'");
     }
     const tensor_config* spec = find(inputs_, t.name);
     if (spec == nullptr && !inputs_.empty()) {
