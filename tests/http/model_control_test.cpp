@@ -326,7 +326,8 @@ TEST(ModelControl, RepositoryBodiesAreBoundedAndChecked) {
   const auto bad_dependents = c.post("/v2/repository/models/add_sub/unload",
                                      R"({"parameters": {"unload_dependents": "yes"}})");
   EXPECT_EQ(bad_dependents.status, 400U);
-  EXPECT_EQ(error_of(bad_dependents).rfind("Unable to parse 'unload_dependents'", 0), 0U);
+  EXPECT_EQ(error_of(bad_dependents),
+            "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean");
   const auto config =
       c.post("/v2/repository/models/add_sub/load", R"({"parameters": {"config": "{}"}})");
   EXPECT_EQ(config.status, 400U);

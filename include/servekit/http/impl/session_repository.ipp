@@ -106,8 +106,9 @@ SERVEKIT_DECL void session::handle_repository_load_unload() {
       for (const auto& [key, value] : it->items()) {
         if (!load && key == "unload_dependents") {
           if (!value.is_boolean()) {
-            // Triton's words (http_server.cc, HandleRepositoryControl).
-            reply_error(400, "Unable to parse 'unload_dependents': the value must be a boolean");
+            // Triton's words (http_server.cc, HandleRepositoryControl, with TritonJson's).
+            reply_error(400, "Unable to parse 'unload_dependents': attempt to access JSON "
+                             "non-boolean as boolean");
             return;
           }
           unload_dependents = value.get<bool>();
