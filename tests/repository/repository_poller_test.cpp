@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,14 @@ TEST(RepositoryPoll, ScanStampsModelFoldersOnly) {
   ASSERT_EQ(scan.at("m").versions.size(), 1U);
   EXPECT_EQ(scan.at("m").versions[0], std::make_pair(std::string{"3"}, at(8)));
   EXPECT_FALSE(scan.at("no_config").config_time.has_value());
+  // A file rewritten in place inside a version folder changes the version's stamp (as Triton's
+  // poll, which takes the latest time under the folder).
+  { std::ofstream{dir.root() / "m" / "3" / "model.bin"} << "weights"; }
+  std::filesystem::last_write_time(dir.root() / "m" / "3" / "model.bin", at(9));
+  std::filesystem::last_write_time(dir.root() / "m" / "3", at(8));
+  const auto rescan = servekit::scan_repository(dir.root());
+  EXPECT_EQ(rescan.at("m").versions[0].second, at(9));
+  EXPECT_EQ(servekit::changes_between(scan, rescan).changed, std::vector<std::string>{"m"});
   EXPECT_TRUE(servekit::scan_repository(dir.root() / "missing").empty());
 }
 

@@ -35,8 +35,8 @@ namespace servekit {
 struct model_folder_stamp {
   /// config.json's modification time; nullopt without one.
   std::optional<std::filesystem::file_time_type> config_time;
-  /// Each numeric version folder with its modification time (a file added to or removed from a
-  /// version folder changes it), sorted by name.
+  /// Each numeric version folder with the latest modification time of the folder and everything
+  /// in it (as Triton's poll: a model file rewritten in place is a change), sorted by name.
   std::vector<std::pair<std::string, std::filesystem::file_time_type>> versions;
 
   friend bool operator==(const model_folder_stamp&, const model_folder_stamp&) = default;
@@ -56,6 +56,31 @@ struct repository_changes {
   }
   friend bool operator==(const repository_changes&, const repository_changes&) = default;
 };
+
+namespace detail {
+
+/// The latest modification time of `folder` and everything under it (symbolic links are not
+/// followed into); what cannot be read counts as unchanged.
+[[nodiscard]] inline std::filesystem::file_time_type
+latest_write_time(const std::filesystem::path& folder, std::error_code& ec) {
+  namespace fs = std::filesystem;
+  auto latest = fs::last_write_time(folder, ec);
+  if (ec) {
+    return latest;
+  }
+  std::error_code walk_ec;
+  for (fs::recursive_directory_iterator it{folder, walk_ec}, end; !walk_ec && it != end;
+       it.increment(walk_ec)) {
+    std::error_code item_ec;
+    const auto t = fs::last_write_time(it->path(), item_ec);
+    if (!item_ec) {
+      latest = std::max(latest, t);
+    }
+  }
+  return latest;
+}
+
+} // namespace detail
 
 /// Stamps every model folder of `root` (an unreadable or missing root scans as empty).
 [[nodiscard]] inline repository_scan scan_repository(const std::filesystem::path& root) {
@@ -81,7 +106,7 @@ struct repository_changes {
           !version.empty() &&
           std::all_of(version.begin(), version.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (numeric && v->is_directory(v_ec)) {
-        if (const auto t = fs::last_write_time(v->path(), v_ec); !v_ec) {
+        if (const auto t = detail::latest_write_time(v->path(), v_ec); !v_ec) {
           stamp.versions.emplace_back(version, t);
         }
       }
