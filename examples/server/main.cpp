@@ -78,7 +78,8 @@ int main(int argc, char** argv) try {
 
   // Poll mode: new folders load, changed ones reload without downtime, removed ones unload.
   std::optional<servekit::repository_poller> poller;
-  if (control.mode == servekit::http::model_control_mode::poll) {
+  if (control.mode == servekit::http::model_control_mode::poll &&
+      control.poll_interval.count() > 0) {
     poller.emplace(models, control.poll_interval,
                    [](const std::string& name, const char* action, const servekit::status& s) {
                      fmt::print("poll: {} '{}': {}\n", action, name,

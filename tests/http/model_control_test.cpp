@@ -115,7 +115,11 @@ TEST(ModelControlFlags, ModesLoadModelsAndPollInterval) {
   EXPECT_EQ(servekit::http::parse_model_control_flag("--repository-poll-secs", "3", o),
             std::nullopt);
   EXPECT_EQ(o.poll_interval, std::chrono::seconds{3});
-  EXPECT_NE(servekit::http::parse_model_control_flag("--repository-poll-secs", "0", o),
+  // 0: no polling after the start, as Triton (its explicit-mode command lines often pass it).
+  EXPECT_EQ(servekit::http::parse_model_control_flag("--repository-poll-secs", "0", o),
+            std::nullopt);
+  EXPECT_EQ(o.poll_interval, std::chrono::seconds{0});
+  EXPECT_NE(servekit::http::parse_model_control_flag("--repository-poll-secs", "x", o),
             std::nullopt);
   // --load-model needs explicit mode, and * stands alone (Triton's post-parse checks).
   EXPECT_EQ(servekit::http::parse_model_control_flag("--load-model", "add_sub", o), std::nullopt);

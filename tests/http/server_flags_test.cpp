@@ -231,6 +231,10 @@ TEST(ServerFlags, ModelControlFlags) {
   EXPECT_NE(bad_api.err.find("unknown restricted api 'repository'"), std::string::npos);
   EXPECT_EQ(code_of(parse({"--model-control-mode", "auto"})), 2);
   EXPECT_EQ(code_of(parse({"--repository-poll-secs", "-1"})), 2);
+  // Triton's explicit-mode command lines: the poll interval is accepted and has no effect.
+  const auto triton_line =
+      parse({"--model-control-mode=EXPLICIT", "--repository-poll-secs=0", "--load-model=*"});
+  EXPECT_EQ(flags_of(triton_line).http.model_control.poll_interval, std::chrono::seconds{0});
   const auto help = parse({"--help"});
   for (const auto* flag : {"--model-control-mode", "--load-model", "--repository-poll-secs",
                            "--http-restricted-api"}) {

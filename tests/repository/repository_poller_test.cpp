@@ -120,6 +120,9 @@ TEST(RepositoryPoll, StartAndStopPromptly) {
   poller.stop();
   poller.stop(); // idempotent
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds{5});
+  servekit::repository_poller never{repo, std::chrono::milliseconds{0}};
+  never.start(); // interval 0: no thread, nothing to wait for
+  never.stop();
 }
 
 } // namespace

@@ -186,7 +186,8 @@ struct model_control_options {
   /// explicit mode: the models loaded at start (`--load-model`, repeatable); `*` alone: all.
   std::vector<std::string> load_models;
   /// poll mode: the time between two scans of the repository (`--repository-poll-secs`,
-  /// Triton's default 15).
+  /// Triton's default 15); 0: no scan after the start (as Triton, whose command lines often pass
+  /// `--repository-poll-secs=0` with explicit mode, where it has no effect).
   std::chrono::seconds poll_interval{15};
   /// `--http-restricted-api`: the APIs that need a header.
   restricted_apis restricted;
@@ -235,8 +236,8 @@ parse_model_control_flag(std::string_view name, std::string_view value,
     std::uint32_t secs = 0;
     const auto* end = value.data() + value.size();
     const auto [ptr, ec] = std::from_chars(value.data(), end, secs);
-    if (value.empty() || ec != std::errc{} || ptr != end || secs == 0 || secs > 86400) {
-      return "expected a number of seconds 1..86400, got '" + std::string{value} + "'";
+    if (value.empty() || ec != std::errc{} || ptr != end || secs > 86400) {
+      return "expected a number of seconds 0..86400, got '" + std::string{value} + "'";
     }
     into.poll_interval = std::chrono::seconds{secs};
     return std::nullopt;

@@ -153,9 +153,13 @@ public:
   ~repository_poller() { stop(); }
 
   /// Takes the baseline scan (what the repository loaded already) and starts polling every
-  /// interval on a thread of its own.
+  /// interval on a thread of its own; an interval of 0 polls never (Triton's
+  /// `--repository-poll-secs=0`).
   void start() {
     baseline();
+    if (interval_.count() <= 0) {
+      return;
+    }
     std::lock_guard lock{mutex_};
     stopping_ = false;
     thread_ = std::thread{[this] { run(); }};
