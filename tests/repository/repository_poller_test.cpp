@@ -72,6 +72,13 @@ TEST(RepositoryPoll, ScanStampsModelFoldersOnly) {
   const auto rescan = servekit::scan_repository(dir.root());
   EXPECT_EQ(rescan.at("m").versions[0].second, at(9));
   EXPECT_EQ(servekit::changes_between(scan, rescan).changed, std::vector<std::string>{"m"});
+  // So does a labels file beside config.json.
+  { std::ofstream{dir.root() / "m" / "labels.txt"} << "cat\ndog\n"; }
+  std::filesystem::last_write_time(dir.root() / "m" / "labels.txt", at(10));
+  const auto labelled = servekit::scan_repository(dir.root());
+  EXPECT_EQ(labelled.at("m").other_files_time, at(10));
+  EXPECT_EQ(labelled.at("m").config_time, at(7));
+  EXPECT_EQ(servekit::changes_between(rescan, labelled).changed, std::vector<std::string>{"m"});
   EXPECT_TRUE(servekit::scan_repository(dir.root() / "missing").empty());
 }
 

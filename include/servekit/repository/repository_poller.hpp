@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Triton's poll model control mode: scan_repository() stamps every model folder (its name, the
-/// modification times of its config.json and of its version folders), changes_between() says
+/// modification times of its config.json, of its other files and of everything under its version
+/// folders, as Triton's poll compares them), changes_between() says
 /// what changed between two scans (a pure function), and repository_poller applies the changes
 /// to a model_repository every interval on its own thread: new folders are loaded, changed ones
 /// reloaded (without downtime: model_repository::load builds next to the serving versions), and
@@ -35,6 +36,9 @@ namespace servekit {
 struct model_folder_stamp {
   /// config.json's modification time; nullopt without one.
   std::optional<std::filesystem::file_time_type> config_time;
+  /// The latest modification time of the other files of the model folder (labels files, as
+  /// Triton's poll), if any.
+  std::optional<std::filesystem::file_time_type> other_files_time;
   /// Each numeric version folder with the latest modification time of the folder and everything
   /// in it (as Triton's poll: a model file rewritten in place is a change), sorted by name.
   std::vector<std::pair<std::string, std::filesystem::file_time_type>> versions;
@@ -100,14 +104,22 @@ latest_write_time(const std::filesystem::path& folder, std::error_code& ec) {
     std::error_code sub_ec;
     for (fs::directory_iterator v{it->path(), sub_ec}, vend; !sub_ec && v != vend;
          v.increment(sub_ec)) {
-      const std::string version = v->path().filename().string();
+      const std::string child = v->path().filename().string();
       std::error_code v_ec;
-      const bool numeric =
-          !version.empty() &&
-          std::all_of(version.begin(), version.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (numeric && v->is_directory(v_ec)) {
+      const bool numeric = !child.empty() && std::all_of(child.begin(), child.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      });
+      if (!v->is_directory(v_ec)) {
+        if (child != "config.json") {
+          if (const auto t = fs::last_write_time(v->path(), v_ec); !v_ec) {
+            stamp.other_files_time = std::max(stamp.other_files_time.value_or(t), t);
+          }
+        }
+        continue;
+      }
+      if (numeric) {
         if (const auto t = detail::latest_write_time(v->path(), v_ec); !v_ec) {
-          stamp.versions.emplace_back(version, t);
+          stamp.versions.emplace_back(child, t);
         }
       }
     }
