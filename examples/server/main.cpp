@@ -3,17 +3,22 @@
 //
 //   servekit-server [--model-repository DIR] [--http-port N] [--host ADDR]
 //                   [--rate-limit off|execution_count] [--rate-limit-resource NAME:COUNT[:DEV]]
-//                   [--cache-config local,size=BYTES] [--help]
+//                   [--cache-config local,size=BYTES]
+//                   [--model-control-mode none|explicit|poll] [--load-model NAME]...
+//                   [--repository-poll-secs N] [--http-restricted-api API[,API]:HEADER=VALUE]
+//                   [--help]
 #include "bundled_backends.hpp"
 
 #include <servekit/http.hpp>
 #include <servekit/repository/model_repository.hpp>
+#include <servekit/repository/repository_poller.hpp>
 
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -48,12 +53,40 @@ int main(int argc, char** argv) try {
   servekit::model_repository models{flags.model_repository, servekit_server::bundled_backends{},
                                     servekit::test_hooks{},
                                     servekit::http::make_model_environment(flags)};
-  for (const auto& m : models.load_all()) {
+  // What is loaded at start follows the model control mode, as in Triton: every model (none,
+  // poll, explicit with --load-model=*), or only the --load-model names (explicit).
+  const auto& control = flags.http.model_control;
+  const bool load_all = control.mode != servekit::http::model_control_mode::explicit_ ||
+                        (control.load_models.size() == 1 && control.load_models[0] == "*");
+  if (load_all) {
+    (void)models.load_all();
+  } else {
+    for (const auto& name : control.load_models) {
+      if (const auto s = models.load(name); !s.ok()) {
+        fmt::print(stderr, "servekit-server: --load-model {}: {}\n", name, s.message());
+      }
+    }
+  }
+  for (const auto& m : models.index()) {
     const auto loaded = models.find(m.name, m.version);
     const std::string detail = loaded ? " (" + describe(loaded->options()) + ")" : ": " + m.reason;
     // Version 0: the config could not be read, so the version is unknown.
     const std::string version = m.version > 0 ? fmt::format(" version {}", m.version) : "";
     fmt::print("model '{}'{}: {}{}\n", m.name, version, to_string(m.state), detail);
+  }
+  fmt::print("model control mode: {}\n", to_string(control.mode));
+
+  // Poll mode: new folders load, changed ones reload without downtime, removed ones unload.
+  std::optional<servekit::repository_poller> poller;
+  if (control.mode == servekit::http::model_control_mode::poll &&
+      control.poll_interval.count() > 0) {
+    poller.emplace(models, control.poll_interval,
+                   [](const std::string& name, const char* action, const servekit::status& s) {
+                     fmt::print("poll: {} '{}': {}\n", action, name,
+                                s.ok() ? std::string{"done"} : s.message());
+                     std::fflush(stdout);
+                   });
+    poller->start();
   }
 
   servekit::http::server server{models, flags.http};
@@ -61,6 +94,9 @@ int main(int argc, char** argv) try {
   fmt::print("HTTP listening on {}:{}\n", server.host(), server.port());
   std::fflush(stdout); // scripts wait for this line to know the port
   server.run();        // until SIGINT/SIGTERM; in-flight requests are answered first
+  if (poller) {
+    poller->stop(); // before the repository it changes is destroyed
+  }
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "servekit-server: {}\n", e.what());

@@ -6,3 +6,4 @@
 #include <servekit/repository/any_model.hpp>
 #include <servekit/repository/backend_list.hpp>
 #include <servekit/repository/model_repository.hpp>
+#include <servekit/repository/repository_poller.hpp>

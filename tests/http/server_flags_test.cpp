@@ -196,3 +196,50 @@ TEST(ServerFlags, ArgvOverloadSkipsTheProgramName) {
 }
 
 } // namespace
+
+// -- model control and restricted APIs (http/model_control.hpp) -----------------------------
+
+namespace {
+
+TEST(ServerFlags, ModelControlFlags) {
+  using servekit::http::model_control_mode;
+  using servekit::http::restricted_api;
+  const auto d = parse({});
+  EXPECT_EQ(flags_of(d).http.model_control.mode, model_control_mode::none); // Triton's default
+  EXPECT_EQ(flags_of(d).http.model_control.poll_interval, std::chrono::seconds{15});
+  EXPECT_TRUE(flags_of(d).http.model_control.restricted.empty());
+
+  const auto p =
+      parse({"--model-control-mode=explicit", "--load-model", "add_sub", "--load-model=pipeline",
+             "--http-restricted-api", "model-repository,statistics:admin-key=s3cret"});
+  const auto& f = flags_of(p).http.model_control;
+  EXPECT_EQ(f.mode, model_control_mode::explicit_);
+  EXPECT_EQ(f.load_models, (std::vector<std::string>{"add_sub", "pipeline"}));
+  ASSERT_NE(f.restricted.find(restricted_api::statistics), nullptr);
+  EXPECT_EQ(f.restricted.find(restricted_api::statistics)->header, "admin-key");
+
+  const auto poll = parse({"--model-control-mode", "poll", "--repository-poll-secs", "2"});
+  EXPECT_EQ(flags_of(poll).http.model_control.poll_interval, std::chrono::seconds{2});
+
+  const auto needs_explicit = parse({"--load-model", "add_sub"});
+  EXPECT_EQ(code_of(needs_explicit), 2);
+  EXPECT_NE(needs_explicit.err.find("requires setting '--model-control-mode=explicit'"),
+            std::string::npos)
+      << needs_explicit.err;
+  const auto bad_api = parse({"--http-restricted-api", "repository:k=v"});
+  EXPECT_EQ(code_of(bad_api), 2);
+  EXPECT_NE(bad_api.err.find("unknown restricted api 'repository'"), std::string::npos);
+  EXPECT_EQ(code_of(parse({"--model-control-mode", "auto"})), 2);
+  EXPECT_EQ(code_of(parse({"--repository-poll-secs", "-1"})), 2);
+  // Triton's explicit-mode command lines: the poll interval is accepted and has no effect.
+  const auto triton_line =
+      parse({"--model-control-mode=EXPLICIT", "--repository-poll-secs=0", "--load-model=*"});
+  EXPECT_EQ(flags_of(triton_line).http.model_control.poll_interval, std::chrono::seconds{0});
+  const auto help = parse({"--help"});
+  for (const auto* flag : {"--model-control-mode", "--load-model", "--repository-poll-secs",
+                           "--http-restricted-api"}) {
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+} // namespace

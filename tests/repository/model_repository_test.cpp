@@ -82,8 +82,9 @@ protected:
     cls_backend::reset();
   }
 
-  std::filesystem::path file(const std::string& model) const {
-    return dir.root() / model / "config.json";
+  /// How messages name a model's config: within the repository, never by the host path.
+  static std::filesystem::path file(const std::string& model) {
+    return std::filesystem::path{model} / "config.json";
   }
 
   temp_repository dir;
@@ -110,7 +111,7 @@ TEST_F(Repository, LoadAllLoadsEveryModelSortedByName) {
   const auto m = repo.find("b_add");
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->options().backend, "add");
-  EXPECT_EQ(m->config_file(), file("b_add"));
+  EXPECT_EQ(m->config_file(), dir.root() / "b_add" / "config.json"); // the host path, server-side
   EXPECT_FALSE(m->is_ensemble());
   EXPECT_EQ(m->model().name(), "b_add");
   auto f = infer(m->model(), add_request(2.0F));
@@ -407,6 +408,51 @@ TEST_F(Repository, UnloadingAComposingModelMakesTheEnsembleUnavailable) {
   EXPECT_EQ(repo.status_of("pipeline")->reason, "unloaded");
 }
 
+TEST_F(Repository, UnloadDependentsUnloadsTheEnsemblesUsingTheModel) {
+  dir.write("preprocess", preprocess_config);
+  dir.write("classify", classify_config);
+  dir.write("pipeline", pipeline_config);
+  dir.write("outer", outer_config);
+  servekit::model_repository repo{dir.root(), backends{}};
+  (void)repo.load_all();
+  ASSERT_EQ(repo.status_of("outer")->state, model_ready_state::ready);
+  // Triton's unload_dependents: the ensembles using it, directly or not, are unloaded with it.
+  ASSERT_TRUE(repo.unload("classify", /*unload_dependents=*/true).ok());
+  for (const auto* name : {"classify", "pipeline", "outer"}) {
+    EXPECT_EQ(repo.status_of(name)->state, model_ready_state::unavailable) << name;
+    EXPECT_EQ(repo.status_of(name)->reason, "unloaded") << name;
+  }
+  EXPECT_EQ(repo.status_of("preprocess")->state, model_ready_state::ready);
+  // Unloaded on request: the repository stays ready, and they stay unloaded when the model
+  // comes back.
+  EXPECT_TRUE(repo.all_ready());
+  ASSERT_TRUE(repo.load("classify").ok());
+  EXPECT_EQ(repo.find("pipeline"), nullptr);
+  EXPECT_EQ(repo.find("outer"), nullptr);
+  ASSERT_TRUE(repo.load("pipeline").ok());
+  ASSERT_TRUE(repo.load("outer").ok());
+  EXPECT_NE(repo.find("outer"), nullptr);
+}
+
+TEST_F(Repository, WhatIsNotAModelCannotBeLoadedAndChangesNothing) {
+  dir.write("add", add_config);
+  dir.write(".hidden", add_config); // a dot-folder is never a model, even with a config
+  dir.add_folder(".cache", "x");
+  servekit::model_repository repo{dir.root(), backends{}};
+  const auto index = repo.load_all();
+  ASSERT_EQ(index.size(), 1U);
+  for (const auto* name : {".hidden", ".cache", "missing", "../add", "add/1", ""}) {
+    const auto s = repo.load(name);
+    EXPECT_FALSE(s.ok()) << name;
+    EXPECT_FALSE(contains(s.message(), dir.root().string())) << s.message();
+    EXPECT_FALSE(repo.status_of(name)) << name;
+  }
+  EXPECT_EQ(repo.load(".cache").message(),
+            "failed to load '.cache': a hidden folder is not a model");
+  EXPECT_EQ(repo.index().size(), 1U);
+  EXPECT_TRUE(repo.all_ready());
+}
+
 TEST_F(Repository, UnloadAndLoadAgain) {
   dir.write("add", add_config);
   servekit::model_repository repo{dir.root(), backends{}};
@@ -429,13 +475,18 @@ TEST_F(Repository, LoadErrors) {
   servekit::model_repository repo{dir.root(), backends{}};
   auto s = repo.load("missing");
   EXPECT_EQ(s.code(), status_code::not_found);
-  EXPECT_EQ(s.message(), "failed to load 'missing': no model folder '" +
-                             (dir.root() / "missing").string() + "'");
+  // Messages name the model, never the host path of the repository.
+  EXPECT_EQ(s.message(), "failed to load 'missing': the model repository has no folder 'missing'");
   EXPECT_FALSE(repo.status_of("missing"));
-  // Names are single folder names: nothing outside the root.
-  EXPECT_EQ(repo.load("../add").code(), status_code::not_found);
-  EXPECT_EQ(repo.load("..").code(), status_code::not_found);
-  EXPECT_EQ(repo.load("").code(), status_code::not_found);
+  // Names are single folder names: nothing outside the root (Triton's INVALID_ARG).
+  EXPECT_EQ(repo.load("../add").code(), status_code::invalid_argument);
+  EXPECT_EQ(repo.load("../add").message(),
+            "invalid model name '../add', model name must not contain path traversal characters");
+  EXPECT_EQ(repo.load("..").code(), status_code::invalid_argument);
+  EXPECT_EQ(repo.load("").code(), status_code::invalid_argument);
+  EXPECT_EQ(repo.load("a\\b").code(), status_code::invalid_argument);
+  EXPECT_FALSE(repo.status_of("../add"));
+  EXPECT_TRUE(repo.index().empty());
 
   // A model loaded one at a time, without load_all.
   ASSERT_TRUE(repo.load("add").ok());

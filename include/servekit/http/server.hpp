@@ -44,11 +44,13 @@ class server_state;
 ///   extension: flat JSON in and out; generate_stream answers with server-sent events, one per
 ///   response, which is how a decoupled model's responses reach an HTTP client);
 /// - GET /v2/models/stats (every ready model);
-/// - POST /v2/repository/index, /v2/repository/models/{m}/load, .../unload;
+/// - POST /v2/repository/index, /v2/repository/models/{m}/load, .../unload (load and unload
+///   only in explicit model control mode, else Triton's 503: options.model_control);
 /// - GET /metrics (Prometheus text).
 ///
-/// Errors are `{"error": "..."}`: 400 bad request, 404 unknown model, version or endpoint, 405
-/// wrong method, 413 body over max_body_bytes, 503 queue full or model not ready.
+/// Errors are `{"error": "..."}`: 400 bad request, 403 a restricted API without its header
+/// (options.model_control.restricted), 404 unknown model, version or endpoint, 405 wrong method,
+/// 413 body over max_body_bytes, 503 queue full or model not ready.
 class server {
 public:
   /// Binds `options.host`:`options.port` and listens; throws std::system_error naming them if

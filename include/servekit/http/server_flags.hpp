@@ -7,6 +7,7 @@
 
 #include <servekit/cache/cache_config.hpp>
 #include <servekit/cache/response_cache.hpp>
+#include <servekit/http/model_control.hpp>
 #include <servekit/http/server_options.hpp>
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/rate_limiter.hpp>
@@ -103,6 +104,20 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "  --cache-config SPEC        local,size=BYTES: a response cache of that size for the\n"
        "                             models with response_cache { enable: true } (default:\n"
        "                             no cache)\n"
+       "  --model-control-mode MODE  none: load every model at start and refuse load and\n"
+       "                             unload requests; explicit: load only --load-model\n"
+       "                             names at start and allow load and unload; poll: load\n"
+       "                             every model and follow the repository folder\n"
+       "                             (default: none)\n"
+       "  --load-model NAME          explicit mode: a model to load at start, repeatable;\n"
+       "                             * (alone) loads every model (default: none)\n"
+       "  --repository-poll-secs N   poll mode: seconds between two scans; 0: none\n"
+       "                             after the start (default: 15)\n"
+       "  --http-restricted-api R    API[,API...]:HEADER=VALUE, repeatable: requests to\n"
+       "                             those APIs need that header (403 without it). APIs:\n"
+       "                             health, metadata, inference, model-config,\n"
+       "                             model-repository, statistics (also Triton's\n"
+       "                             shared-memory, trace, logging) (default: none)\n"
        "  --help                     print this and exit\n"
        "BOOL is true, false, 1 or 0.\n";
   return u;
@@ -179,7 +194,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       exit_timeout,
       rate_limit,
       rate_limit_resource,
-      cache_config
+      cache_config,
+      model_control
     };
     kind k{};
     if (name == "--model-repository" || name == "--model-store") {
@@ -204,6 +220,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::rate_limit_resource;
     } else if (name == "--cache-config") {
       k = kind::cache_config;
+    } else if (is_model_control_flag(name)) {
+      k = kind::model_control;
     } else {
       return fail(name, "unknown flag");
     }
@@ -299,12 +317,20 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
         return fail(name, e.what());
       }
       break;
+    case kind::model_control:
+      if (const auto error = parse_model_control_flag(name, value, flags.http.model_control)) {
+        return fail(name, *error);
+      }
+      break;
     }
   }
   if (!flags.rate_limiter.resources.empty() &&
       flags.rate_limit != rate_limit_mode::execution_count) {
     // Triton ignores the counts then; a count that silently does nothing is a mistake.
     return fail("--rate-limit-resource", "has no effect without --rate-limit execution_count");
+  }
+  if (const auto error = check_model_control_flags(flags.http.model_control)) {
+    return fail("--load-model", *error);
   }
   return flags;
 }

@@ -133,7 +133,9 @@ public:
   /// them together; versions that left the policy are unpublished (UNAVAILABLE, "unloaded").
   /// Requests an old model accepted finish there, and it is drained and destroyed on the reaper
   /// thread once nothing refers to it. Ensembles using the model are rebuilt over the new
-  /// versions. Errors: not_found (no such model folder), invalid_argument (a bad config, a
+  /// versions. Errors: not_found (no such model folder, or a hidden one) and invalid_argument
+  /// for a name that is not one path component, both leaving the table (index, readiness) as it
+  /// is; invalid_argument (a bad config, a
   /// version that failed to build or a `specific` version without a folder: the first such
   /// reason, naming the file and JSON path); a version that serves and fails to rebuild keeps
   /// serving, and the versions that built are published all the same.
@@ -141,8 +143,10 @@ public:
 
   /// Triton's repository unload: unpublishes every version of the model (state UNAVAILABLE,
   /// reason "unloaded"); they drain in the background. Ensembles using it become UNAVAILABLE,
-  /// naming it. not_found if no version of it is loaded.
-  status unload(std::string_view name);
+  /// naming it (and serve again when it is loaded again); with `unload_dependents` (Triton's
+  /// parameter) they are unloaded too, directly or through other ensembles. not_found if no
+  /// version of it is loaded.
+  status unload(std::string_view name, bool unload_dependents = false);
 
   /// The READY model `name` at `version` (-1: the latest version served), else null.
   /// Per request: takes a shared lock for one or two map lookups and a reference-count
@@ -203,6 +207,13 @@ private:
 
   /// The entry of a model whose config could not be read (no version known).
   [[nodiscard]] static detail::repository_entry unreadable(std::string name, const status& error);
+
+  /// Unpublishes every version of `entry` (UNAVAILABLE, "unloaded") and forgets its config, so
+  /// that a change to what it uses does not rebuild it.
+  static void unpublish(detail::repository_entry& entry);
+
+  /// Whether an entry that serves nothing has a row not unloaded on request (a failed load).
+  [[nodiscard]] static bool failed_to_load(const detail::repository_entry& entry);
 
   /// Shows every selected version that does not serve yet as LOADING. Returns whether any row
   /// changed.

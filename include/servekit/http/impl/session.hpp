@@ -130,7 +130,8 @@ private:
 
   void handle_repository_index();
   void handle_repository_load_unload();
-  void handle_repository_change(bool load); ///< runs on the admin thread, answers on the strand
+  /// Runs the load or unload on the admin thread, answers on the strand.
+  void handle_repository_change(bool load, bool unload_dependents);
 
   // ---- statistics and metrics, on the strand (session_statistics.ipp) -------------------
 

@@ -1,15 +1,16 @@
 #pragma once
 /// \file
 /// A session's routing (http/impl/session.hpp): a request read whole is parsed into a route,
-/// checked (400 bad target, 404 no endpoint, 405 wrong method) and dispatched to its endpoint's
-/// handler; and the answer for a request naming a model the repository did not return. On the
-/// connection's strand. Compiled once into servekit::server by src/http/session_routing.cpp, or
-/// included by http/server.hpp with SERVEKIT_HEADER_ONLY.
+/// checked (400 bad target, 404 no endpoint, 403 restricted API without its header, 405 wrong
+/// method) and dispatched to its endpoint's handler; and the answer for a request naming a model
+/// the repository did not return. On the connection's strand. Compiled once into servekit::server
+/// by src/http/session_routing.cpp, or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
 #include <servekit/http/kserve_response.hpp>
+#include <servekit/http/model_control.hpp>
 #include <servekit/http/routes.hpp>
 #include <servekit/repository/model_repository.hpp>
 
@@ -38,6 +39,14 @@ SERVEKIT_DECL void session::handle() {
       reply_error(404, fmt::format("no endpoint at {} {}", to_std(req.method_string()),
                                    to_std(req.target())));
       return;
+    }
+    // Triton checks a restricted API's header before anything else about the request.
+    if (const auto* rule = server_.options().model_control.restricted.find(on_strand_.route.kind)) {
+      const auto it = req.find(rule->header); // field names compare case-insensitively
+      if (it == req.end() || to_std(it->value()) != rule->value) {
+        reply_error(403, restricted_api_message(rule->header));
+        return;
+      }
     }
     const bhttp::verb wanted =
         method_for(on_strand_.route.kind) == method::get ? bhttp::verb::get : bhttp::verb::post;

@@ -34,6 +34,10 @@ struct model_source {
   /// Whether the model has version folders (else version 1 lives in the model folder itself).
   bool version_folders = false;
 
+  /// How messages name the config file: within the repository (`<model>/config.json`), never by
+  /// the host path, since index reasons and load errors reach clients.
+  [[nodiscard]] std::string shown_config_file() const { return config.name + "/config.json"; }
+
   /// The configuration of version `v`: the same fields, its version and its folder.
   [[nodiscard]] model_options config_for(std::int64_t v) const {
     model_options out = config;
@@ -119,11 +123,17 @@ struct retire_to_reaper {
   }
 };
 
-/// Whether `name` can be a model folder's name: one path component, no "." or "..", so that a
-/// name from a request cannot reach outside the repository.
-[[nodiscard]] inline bool is_model_folder_name(std::string_view name) noexcept {
+/// Whether `name` can name a folder of the repository: one path component, not "." or "..", so
+/// that a name from a request cannot reach outside the repository.
+[[nodiscard]] inline bool is_path_component(std::string_view name) noexcept {
   return !name.empty() && name != "." && name != ".." &&
          name.find_first_of(std::string_view{"/\\\0", 3}) == std::string_view::npos;
+}
+
+/// Whether `name` can be a model folder's name: a path component that is not hidden (a
+/// dot-folder such as `.cache` or `.git` is never a model, as the index never lists one).
+[[nodiscard]] inline bool is_model_folder_name(std::string_view name) noexcept {
+  return is_path_component(name) && name.front() != '.';
 }
 
 } // namespace servekit::detail

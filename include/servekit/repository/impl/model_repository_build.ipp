@@ -58,7 +58,7 @@ SERVEKIT_DECL status model_repository::build_versions(const detail::repository_t
       next[v] = {{name, v, model_ready_state::ready, {}}, build(source, v, table)};
     } catch (const std::exception& e) {
       // config_error's what() is "<JSON pointer>: <message>"; a backend's is its own text.
-      auto reason = fail(source.config_file.string() + ": " + e.what());
+      auto reason = fail(source.shown_config_file() + ": " + e.what());
       if (serving) {
         next[v] = {old->second.info, std::move(serving)};
       } else {
@@ -163,7 +163,7 @@ model_repository::build_ensembles(detail::repository_table& table,
       if (m == marks.end()) {
         visit(step);
       } else if (m->second == mark::visiting) {
-        cycle = source.config_file.string() + ": /ensemble_scheduling/step/" + std::to_string(s) +
+        cycle = source.shown_config_file() + ": /ensemble_scheduling/step/" + std::to_string(s) +
                 "/model_name: ensemble '" + name + "' uses ensemble '" + step + "', which uses '" +
                 name + "' (a cycle)";
       }

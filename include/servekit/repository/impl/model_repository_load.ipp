@@ -55,7 +55,7 @@ SERVEKIT_DECL std::vector<model_index_entry> model_repository::load_all() {
   for (std::filesystem::directory_iterator it{root_, ec}, end; !ec && it != end; it.increment(ec)) {
     std::error_code type_ec;
     const std::string name = it->path().filename().string();
-    if (it->is_directory(type_ec) && detail::is_model_folder_name(name) && name.front() != '.') {
+    if (it->is_directory(type_ec) && detail::is_model_folder_name(name)) {
       names.push_back(name);
     }
   }
@@ -100,7 +100,9 @@ SERVEKIT_DECL std::vector<model_index_entry> model_repository::load_all() {
 SERVEKIT_DECL status model_repository::load(std::string_view name) {
   const std::lock_guard lock{write_mutex_};
   auto read = read_source(name);
-  if (read.error.code() == status_code::not_found) {
+  if (read.error.code() == status_code::not_found || !detail::is_model_folder_name(name)) {
+    // Not a model (no such folder, a hidden one, a bad name): the table, and so the index and
+    // readiness, stay as they are.
     return read.error;
   }
   detail::repository_table next = *snapshot();
@@ -126,24 +128,50 @@ SERVEKIT_DECL status model_repository::load(std::string_view name) {
   return s;
 }
 
-SERVEKIT_DECL status model_repository::unload(std::string_view name) {
+SERVEKIT_DECL status model_repository::unload(std::string_view name, bool unload_dependents) {
   const std::lock_guard lock{write_mutex_};
   detail::repository_table next = *snapshot();
   const auto it = next.find(name);
-  if (it == next.end() || !it->second.model) {
+  if (it == next.end() || (!it->second.model && !failed_to_load(it->second))) {
     return not_found("failed to unload '" + std::string{name} + "': the model is not loaded");
   }
-  auto& entry = it->second;
+  // A model that failed to load is unloaded too: it is no longer meant to be served, so it no
+  // longer holds readiness (a poll unloads a broken folder that was removed).
+  unpublish(it->second);
+  auto dependents = dependents_of(next, {std::string{name}});
+  if (unload_dependents) {
+    // Triton's unload_dependents: the ensembles using the model are unloaded with it, so that
+    // loading the model again does not bring them back.
+    for (const auto& d : dependents) {
+      unpublish(next.find(d)->second);
+    }
+  } else {
+    build_ensembles(next, dependents);
+  }
+  publish(next);
+  return {};
+}
+
+SERVEKIT_DECL void model_repository::unpublish(detail::repository_entry& entry) {
   for (auto& [v, e] : entry.versions) {
     e.model.reset();
     e.info.state = model_ready_state::unavailable;
     e.info.reason = unloaded_reason;
   }
+  if (entry.versions.empty()) {
+    entry.info.state = model_ready_state::unavailable;
+    entry.info.reason = unloaded_reason;
+  }
   entry.source.reset();
   entry.refresh();
-  build_ensembles(next, dependents_of(next, {std::string{name}}));
-  publish(next);
-  return {};
+}
+
+SERVEKIT_DECL bool model_repository::failed_to_load(const detail::repository_entry& entry) {
+  if (entry.versions.empty()) {
+    return entry.info.reason != unloaded_reason;
+  }
+  return std::any_of(entry.versions.begin(), entry.versions.end(),
+                     [](const auto& v) { return v.second.info.reason != unloaded_reason; });
 }
 
 SERVEKIT_DECL void model_repository::publish(const detail::repository_table& next) {

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// Definitions for repository/model_repository.hpp: reading a model folder (its config.json and
-/// the version folders its version_policy selects). Compiled once into servekit::server, or
-/// included by model_repository.hpp with SERVEKIT_HEADER_ONLY.
+/// the version folders its version_policy selects). Its messages name files relative to the
+/// repository: they reach clients, who have no business knowing the host's paths. Compiled once
+/// into servekit::server, or included by model_repository.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/config_error.hpp>
@@ -31,16 +32,28 @@ namespace servekit {
 SERVEKIT_DECL model_repository::read_result
 model_repository::read_source(std::string_view name) const {
   const std::string model_name{name};
+  if (!detail::is_path_component(name)) {
+    // Triton's words (model_repository_manager.cc, ValidateModelName).
+    return {invalid_argument("invalid model name '" + model_name +
+                             "', model name must not contain path traversal characters"),
+            nullptr};
+  }
   const auto folder = root_ / model_name;
   std::error_code ec;
-  if (!detail::is_model_folder_name(name) || !std::filesystem::is_directory(folder, ec)) {
-    return {
-        not_found("failed to load '" + model_name + "': no model folder '" + folder.string() + "'"),
-        nullptr};
+  if (!detail::is_model_folder_name(name)) {
+    return {not_found("failed to load '" + model_name + "': a hidden folder is not a model"),
+            nullptr};
+  }
+  if (!std::filesystem::is_directory(folder, ec)) {
+    return {not_found("failed to load '" + model_name + "': the model repository has no folder '" +
+                      model_name + "'"),
+            nullptr};
   }
   const auto file = folder / "config.json";
+  // Messages name the file within the repository, never the host path of the repository.
+  const std::string shown = model_name + "/config.json";
   const auto fail = [&](const std::string& message) {
-    return read_result{invalid_argument(file.string() + ": " + message), nullptr};
+    return read_result{invalid_argument(shown + ": " + message), nullptr};
   };
   std::ifstream in{file, std::ios::binary};
   if (!in) {
@@ -76,10 +89,10 @@ model_repository::read_source(std::string_view name) const {
     for (const auto v : selection.missing) {
       const auto& wanted = source->config.version_policy->versions;
       const auto k = std::find(wanted.begin(), wanted.end(), v) - wanted.begin();
-      source->missing.emplace_back(v, file.string() + ": /version_policy/specific/versions/" +
+      source->missing.emplace_back(v, shown + ": /version_policy/specific/versions/" +
                                           std::to_string(k) + ": version " + std::to_string(v) +
                                           " of model '" + model_name + "' has no version folder '" +
-                                          (folder / std::to_string(v)).string() + "'");
+                                          model_name + "/" + std::to_string(v) + "'");
     }
     const std::int64_t latest =
         std::max(source->versions.empty() ? 0 : source->versions.back(),
