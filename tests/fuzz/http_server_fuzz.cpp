@@ -11,6 +11,7 @@
 // for /infer (JSON and binary), /generate, /generate_stream and the repository, chunked bodies,
 // and the attacks of issue 16 (deep nesting, 1e400, Transfer-Encoding smuggling).
 
+#include <servekit/http/model_control.hpp>
 #include <servekit/http/server.hpp>
 #include <servekit/repository/backend_list.hpp>
 #include <servekit/repository/model_repository.hpp>
@@ -98,6 +99,8 @@ struct live_server {
     o.port = 0;
     o.thread_count = 2;
     o.max_body_bytes = std::size_t{1} << 20;
+    // Load and unload run (explicit mode), so their bodies and the admin thread are fuzzed too.
+    o.model_control.mode = servekit::http::model_control_mode::explicit_;
     return o;
   }
 };

@@ -9,6 +9,7 @@
 
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
+#include <servekit/http/detail/json_body.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
@@ -45,9 +46,14 @@ inline std::optional<nlohmann::json> repository_body(const std::string& body, st
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
     return nlohmann::json::object();
   }
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    error = "the repository " + std::string{what} + " request body must be a JSON object";
+  nlohmann::json j;
+  const std::string named = "the repository " + std::string{what} + " request";
+  if (const status s = parse_json_body(body, j, named); !s.ok()) {
+    error = s.message();
+    return std::nullopt;
+  }
+  if (!j.is_object()) {
+    error = named + " body must be a JSON object";
     return std::nullopt;
   }
   return j;
