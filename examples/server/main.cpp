@@ -11,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -61,6 +63,13 @@ int main(int argc, char** argv) try {
   fmt::print("HTTP listening on {}:{}\n", server.host(), server.port());
   std::fflush(stdout); // scripts wait for this line to know the port
   server.run();        // until SIGINT/SIGTERM; in-flight requests are answered first
+  // Whatever is still owed is answered "server is shutting down"; a backend stuck in execute
+  // must not keep the process alive (destroying `models` would wait for it).
+  if (!servekit::shutdown_models(models, servekit::shutdown_mode::abort, std::chrono::seconds{1})) {
+    fmt::print(stderr, "servekit-server: a backend is still executing; exiting without it\n");
+    std::fflush(nullptr);
+    std::quick_exit(0);
+  }
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "servekit-server: {}\n", e.what());

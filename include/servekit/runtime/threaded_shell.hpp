@@ -128,7 +128,7 @@ public:
         mode, core_mutex_,
         [&](early_exits& exits) {
           take_intake();
-          if (mode == shutdown_mode::cancel) {
+          if (mode != shutdown_mode::drain) {
             core_.drain(exits);
             release_admissions(exits);
           } else {
