@@ -15,7 +15,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -96,6 +98,14 @@ int main(int argc, char** argv) try {
   server.run();        // until SIGINT/SIGTERM; in-flight requests are answered first
   if (poller) {
     poller->stop(); // before the repository it changes is destroyed
+  }
+  // Whatever is still owed is answered "server is shutting down"; a backend stuck in execute
+  // must not keep the process alive (destroying `models` would wait for it).
+  if (!servekit::shutdown_models(models, servekit::shutdown_mode::abort, std::chrono::seconds{1})) {
+    fmt::print(stderr, "servekit-server: a backend is still executing; exiting without it
+");
+    std::fflush(nullptr);
+    std::quick_exit(0);
   }
   return 0;
 } catch (const std::exception& e) {

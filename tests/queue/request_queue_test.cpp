@@ -459,3 +459,55 @@ TEST_F(request_queue, destroying_the_queue_frees_requests_still_in_it) {
 }
 
 } // namespace
+
+// ------------------------------------------------------------------- sparse priority levels
+
+// Triton accepts any uint64 priority_levels and keeps only the levels in use; a queue with
+// 2^64 - 1 levels must not size anything by that number.
+TEST_F(request_queue, priority_levels_up_to_uint64_max_are_stored_sparsely) {
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  servekit::priority_options o = levels(max, max / 2);
+  o.priority_queue_policy[7] = policy(timeout_action::reject, 0, false, 1);
+  servekit::request_queue q{o};
+  EXPECT_LE(q.level_count(), 5U);
+  EXPECT_EQ(servekit::priority_class_count(o), q.level_count());
+  EXPECT_EQ(q.levels_in_use(), 0U);
+
+  push(q, {"default", 0});
+  push(q, {"max", max});
+  push(q, {"three", 3});
+  push(q, {"seven", 7});
+  push(q, {"three-again", 3});
+  push(q, {"half", max / 2});
+  EXPECT_EQ(q.levels_in_use(), 4U);
+  EXPECT_EQ(walk(q), (Strings{"three", "three-again", "seven", "default", "half", "max"}));
+
+  // Level 7's own policy (max_queue_size 1) applies to it alone.
+  EXPECT_FALSE(q.has_room(q.level_of(7)));
+  EXPECT_TRUE(q.has_room(q.level_of(8)));
+  EXPECT_EQ(q.level_of(0), q.level_of(max / 2));
+  EXPECT_NE(q.level_of(7), q.level_of(6));
+
+  std::vector<servekit::pending_ptr> all;
+  q.take_all(all);
+  EXPECT_EQ(ids_of(all), (Strings{"three", "three-again", "seven", "default", "half", "max"}));
+  EXPECT_EQ(q.levels_in_use(), 0U);
+  EXPECT_TRUE(q.empty());
+}
+
+TEST_F(request_queue, sparse_levels_keep_delay_timeouts_and_cancellation_per_level) {
+  servekit::request_queue q{levels(1000, 1000, policy(timeout_action::delay, 10))};
+  push(q, {"a", 500, 0});
+  push(q, {"b", 500, 5});
+  push(q, {"c", 2, 5});
+  EXPECT_TRUE(expire(q, 10).empty()); // "a" moves behind "b" within level 500
+  EXPECT_EQ(walk(q), (Strings{"c", "b", "a"}));
+  servekit::cancellation_source source;
+  push(q, {"d", 900, 20, 0, source.token()});
+  source.cancel();
+  std::vector<servekit::pending_ptr> cancelled;
+  q.take_cancelled(cancelled);
+  EXPECT_EQ(ids_of(cancelled), Strings{"d"});
+  EXPECT_EQ(q.levels_in_use(), 2U);
+  EXPECT_EQ(walk(q), (Strings{"c", "b", "a"}));
+}

@@ -820,6 +820,43 @@ TYPED_TEST(sequence_batcher_both, hold_until_backlogged_holds_the_first_batch) {
   r.expect_all_ok({"a0", "b0", "a1", "b1"});
 }
 
+// A hold that can never be satisfied (its clients wait for answers before they send more) is
+// released once no request arrived for the sequence idle timeout (1000 µs here): a0 and b0
+// run at 1010, not never.
+TYPED_TEST(sequence_batcher_both, a_hold_no_arrival_feeds_is_released_after_the_idle_timeout) {
+  auto settings = model_for<TypeParam>(2, 1000);
+  settings.hold_until_queued = 3;
+  rig<TypeParam> r{settings, 1, latency(100)};
+  r.submit(0, seq("a0", 1U, flags::start));
+  r.submit(10, seq("b0", 2U, flags::start));
+  r.sim.run();
+  EXPECT_EQ(r.batches(), (batches_t{{0, 1010, {"a0 0 SR", "b0 1 SR"}}}));
+  r.expect_all_ok({"a0", "b0"});
+}
+
+// Triton's test_backlog layout in virtual time: one instance with 4 slots, DELAY 12 and
+// BACKLOG 3, five interleaved 3-request sequences (the fifth backlogged): the last arrival, a
+// backlogged request, releases the hold and the four slot-bound sequences run at once.
+TYPED_TEST(sequence_batcher_both, a_backlogged_arrival_can_release_the_hold) {
+  auto settings = model_for<TypeParam>(4);
+  settings.hold_until_queued = 12;
+  settings.hold_until_backlogged = 3;
+  rig<TypeParam> r{settings, 1, latency(100)};
+  std::vector<std::string> ids;
+  for (int k = 0; k < 3; ++k) {
+    for (std::uint64_t s = 1; s <= 5; ++s) {
+      const std::string id = std::string(1, static_cast<char>('a' + s - 1)) + std::to_string(k);
+      const auto f = k == 0 ? flags::start : (k == 2 ? flags::end : flags::middle);
+      r.submit(static_cast<std::int64_t>(k * 5 + static_cast<int>(s)), seq(id, s, f));
+      ids.push_back(id);
+    }
+  }
+  r.sim.run();
+  ASSERT_FALSE(r.batches().empty());
+  EXPECT_EQ(r.batches().front().start_us, 15) << "the first batch waits for the 15th request";
+  r.expect_all_ok(ids);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cancellation of slot-bound sequences (direct)
 // ---------------------------------------------------------------------------------------------

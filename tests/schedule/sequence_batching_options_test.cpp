@@ -257,6 +257,20 @@ TEST(sequence_batching_options, max_candidate_sequences_is_not_negative) {
                          "max candidate sequences must be non-negative"));
 }
 
+// Every candidate is a slot (with its state) on every instance, allocated at load: the value
+// has an upper bound instead of sizing an allocation by itself.
+TEST(sequence_batching_options, max_candidate_sequences_has_an_upper_bound) {
+  auto o = valid();
+  o.strategy = sequence_strategy::oldest;
+  o.direct = {};
+  o.oldest.max_candidate_sequences =
+      servekit::oldest_strategy_options::max_candidate_sequences_limit;
+  EXPECT_NO_THROW(validate(o, max_batch_size, declared_inputs, declared_outputs));
+  o.oldest.max_candidate_sequences = std::numeric_limits<std::int32_t>::max();
+  EXPECT_TRUE(fails_with(o, "/sequence_batching/oldest/max_candidate_sequences",
+                         "max candidate sequences must be at most 65536"));
+}
+
 TEST(sequence_batching_options, oldest_preferred_batch_sizes_are_positive_and_bounded) {
   auto o = valid();
   o.strategy = sequence_strategy::oldest;

@@ -103,7 +103,7 @@ public:
   /// Stops accepting requests and returns once every accepted one has its final response.
   /// `cancel` also stops sending further steps of requests in flight (they fail `cancelled`).
   void shutdown(shutdown_mode mode) {
-    if (mode == shutdown_mode::cancel) {
+    if (mode != shutdown_mode::drain) {
       cancelling_.store(true, std::memory_order_release);
     }
     stopping_.store(true, std::memory_order_release);

@@ -24,7 +24,7 @@ struct server_options {
   int log_verbose = 0; ///< > 0: one line per request on stderr
   /// After stop(), how long requests in flight get to be answered and written before every
   /// connection still open is closed (Triton's --exit-timeout-secs, default 30).
-  std::chrono::seconds exit_timeout{30};
+  std::chrono::milliseconds exit_timeout{std::chrono::seconds{30}};
   /// Who may load and unload models, and which APIs need a header (http/model_control.hpp).
   model_control_options model_control;
 };

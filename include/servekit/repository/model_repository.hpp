@@ -37,6 +37,7 @@
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
 
+#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
@@ -264,6 +265,19 @@ private:
   std::shared_ptr<const detail::repository_table> table_;
 };
 
+/// Shuts every published model down with `mode`, each on a helper thread of its own (so an
+/// ensemble waiting for its composing models, or a backend stuck in execute, holds up no other
+/// model), and waits at most `wait` for all of them. Returns whether every model finished.
+///
+/// A server past its exit timeout calls it with `shutdown_mode::abort`: queued and backlogged
+/// requests, open sequences and the responses decoupled models still owe are answered
+/// `unavailable` "server is shutting down" at once; only a backend that never returns from
+/// execute keeps its model's helper running. On `false` those helpers are left running with the
+/// models they hold: the caller must not destroy `models` and should end the process
+/// (std::quick_exit), since destroying the repository would wait for that backend forever.
+[[nodiscard]] SERVEKIT_DECL bool shutdown_models(const model_repository& models, shutdown_mode mode,
+                                                 std::chrono::milliseconds wait);
+
 } // namespace servekit
 
 #if defined(SERVEKIT_HEADER_ONLY)
@@ -271,4 +285,5 @@ private:
 #include <servekit/repository/impl/model_repository_load.ipp>
 #include <servekit/repository/impl/model_repository_query.ipp>
 #include <servekit/repository/impl/model_repository_read.ipp>
+#include <servekit/repository/impl/model_repository_shutdown.ipp>
 #endif

@@ -80,8 +80,13 @@ group_gpus(const instance_group_options& group, const std::string& path,
 ///
 /// `visible_gpus` is the backend's `device_count()` (backend_traits), or nullopt when the
 /// backend does not declare one: then KIND_AUTO means the CPU unless it lists GPUs, and GPU ids
-/// go unchecked. Throws config_error for a count below 1, a GPU group without GPUs, or a GPU
+/// go unchecked. Throws config_error for a count below 1, more than
+/// max_instances_per_model instances in all, a GPU group without GPUs, or a GPU
 /// that is not visible. Resolving resolved groups changes nothing.
+/// The most instances a model may have (every instance is a thread and a backend, made when the
+/// model loads): a larger instance_group count is a config_error, not an attempt to start them.
+inline constexpr std::int64_t max_instances_per_model = 1024;
+
 [[nodiscard]] SERVEKIT_DECL std::vector<instance_group_options>
 resolve_instance_groups(const std::string& model_name,
                         const std::vector<instance_group_options>& groups,

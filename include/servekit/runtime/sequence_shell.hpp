@@ -129,7 +129,7 @@ public:
     runtime_.shutdown(
         mode, core_mutex_,
         [&](early_exits& exits) {
-          if (mode == shutdown_mode::cancel) {
+          if (mode != shutdown_mode::drain) {
             core_.drain(exits);
           }
           core_.flush();

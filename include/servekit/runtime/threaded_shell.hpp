@@ -10,6 +10,7 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/intake.hpp>
+#include <servekit/queue/request_queue.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
@@ -127,7 +128,7 @@ public:
         mode, core_mutex_,
         [&](early_exits& exits) {
           take_intake();
-          if (mode == shutdown_mode::cancel) {
+          if (mode != shutdown_mode::drain) {
             core_.drain(exits);
             release_admissions(exits);
           } else {
@@ -152,7 +153,8 @@ private:
   void setup_admission() {
     bool timeouts = false;
     const auto& priority = config_.scheduler.dynamic_batching.priority;
-    const std::size_t levels = priority.priority_levels == 0 ? 1 : priority.priority_levels;
+    // Admission classes, not priority_levels: that value may be as large as 2^64 - 1.
+    const std::size_t levels = priority_class_count(priority);
     bounded_.assign(levels, false);
     admitted_ = std::make_unique<std::atomic<std::uint32_t>[]>(levels);
     for (std::uint32_t level = 0; level < levels; ++level) {

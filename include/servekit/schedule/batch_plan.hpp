@@ -41,14 +41,19 @@ struct early_exits {
   /// Requests of a backlogged sequence whose timeout expired: `unavailable` "timeout of the
   /// corresponding sequence has been expired".
   std::vector<pending_ptr> sequence_timed_out;
+  /// Requests a shutdown past the server's exit timeout gave up on (shutdown_mode::abort):
+  /// `unavailable` "server is shutting down".
+  std::vector<pending_ptr> shut_down;
 
   [[nodiscard]] bool empty() const noexcept {
-    return timed_out.empty() && cancelled.empty() && sequence_timed_out.empty();
+    return timed_out.empty() && cancelled.empty() && sequence_timed_out.empty() &&
+           shut_down.empty();
   }
   void clear() noexcept {
     timed_out.clear();
     cancelled.clear();
     sequence_timed_out.clear();
+    shut_down.clear();
   }
 };
 

@@ -39,8 +39,8 @@ public:
         compatibility_{s.compatibility},
         min_utilization_{s.sequence_batching.direct.minimum_slot_utilization},
         max_delay_{microseconds(s.sequence_batching.direct.max_queue_delay_microseconds)},
-        hold_{s.hold_until_queued, s.hold_until_backlogged}, wait_until_(table_.instances(), never),
-        ready_(table_.slots(), false) {}
+        hold_{s.hold_until_queued, s.hold_until_backlogged, table_.idle()},
+        wait_until_(table_.instances(), never), ready_(table_.slots(), false) {}
 
   [[nodiscard]] routing enqueue(pending_ptr& p, time_point now) {
     const auto accepted = table_.enqueue(p, now);
@@ -49,6 +49,11 @@ public:
     }
     const auto& s = table_.record(accepted.record);
     table_.promoted().clear();
+    if (hold_.arrived(now, table_.queued(), table_.backlogged_requests())) {
+      // The hold is over: every instance may have work, not only this request's (if any).
+      table_.wake_all();
+      return {{}, s.bound() ? s.instance : 0};
+    }
     return {{}, s.bound() ? s.instance : routing::no_instance};
   }
 
@@ -61,8 +66,12 @@ public:
       after_table_change();
     }
     table_.take_ended(instance, plan.ended);
-    if (hold_.holding(table_.queued(), table_.backlogged_requests())) {
-      return false;
+    if (hold_.active()) {
+      if (hold_.holding(now, table_.queued(), table_.backlogged_requests())) {
+        wait_until_[instance] = hold_.release_at();
+        return false;
+      }
+      table_.wake_all(); // released here (satisfied, or starved): the others may have work
     }
 
     // Which slots are ready: a queued, uncancelled request whose shape fits the first one's.

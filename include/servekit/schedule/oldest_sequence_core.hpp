@@ -32,7 +32,7 @@ public:
       : table_{s.model_name, std::max<std::size_t>(s.instances, 1), candidates(s),
                microseconds(s.sequence_batching.idle_microseconds()),
                s.sequence_batching.corrid_data_type()},
-        hold_{s.hold_until_queued, s.hold_until_backlogged} {
+        hold_{s.hold_until_queued, s.hold_until_backlogged, table_.idle()} {
     scheduler_settings per_instance;
     per_instance.model_name = s.model_name;
     per_instance.max_batch_size = s.max_batch_size;
@@ -60,6 +60,13 @@ public:
       out.instance = s.instance;
     }
     release_promoted();
+    if (hold_.arrived(now, size(), table_.backlogged_requests())) {
+      // The hold is over: every instance may have work, not only this request's (if any).
+      table_.wake_all();
+      if (out.instance == routing::no_instance) {
+        out.instance = 0;
+      }
+    }
     return out;
   }
 
@@ -70,9 +77,12 @@ public:
       table_.release_waiting_slots();
       after_table_change();
     }
-    if (hold_.holding(size(), table_.backlogged_requests())) {
-      table_.take_ended(instance, plan.ended);
-      return false;
+    if (hold_.active()) {
+      if (hold_.holding(now, size(), table_.backlogged_requests())) {
+        table_.take_ended(instance, plan.ended);
+        return false;
+      }
+      table_.wake_all(); // released here (satisfied, or starved): the others may have work
     }
     const std::size_t cancelled_before = exits.cancelled.size();
     const bool formed = batchers_[instance]->form_batch(now, plan, exits);
@@ -144,7 +154,8 @@ public:
   }
 
   [[nodiscard]] time_point next_deadline(std::size_t instance) const noexcept {
-    return std::min(batchers_[instance]->next_deadline(), table_.next_timeout());
+    return std::min(
+        {batchers_[instance]->next_deadline(), table_.next_timeout(), hold_.release_at()});
   }
   [[nodiscard]] time_point next_timeout() const noexcept { return table_.next_timeout(); }
   [[nodiscard]] std::size_t size() const noexcept {

@@ -88,6 +88,9 @@ struct direct_strategy_options {
 struct oldest_strategy_options {
   /// Candidate sequences per instance; 0 means max_batch_size.
   std::int32_t max_candidate_sequences = 0;
+  /// The most max_candidate_sequences accepted: every candidate is a slot (with its state) on
+  /// every instance, allocated when the model loads.
+  static constexpr std::int32_t max_candidate_sequences_limit = 65536;
   /// As the dynamic batcher's; empty means [max_batch_size].
   std::vector<std::int32_t> preferred_batch_size;
   std::uint64_t max_queue_delay_microseconds = 0;

@@ -40,6 +40,10 @@ namespace servekit::http {
 
 namespace detail {
 
+/// After the exit timeout, how long the sessions get to write the "server is shutting down"
+/// answers before every connection still open is closed.
+inline constexpr std::chrono::milliseconds shutdown_grace{500};
+
 SERVEKIT_DECL server_state::server_state(model_repository& models, server_options options)
     : models_{models}, options_{std::move(options)},
       ioc_{options_.thread_count == 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT},
@@ -101,6 +105,10 @@ SERVEKIT_DECL void server_state::stop_on_signals() {
   signals_.emplace(acceptor_strand_, SIGINT, SIGTERM);
   signals_->async_wait([this](const error_code& ec, int) {
     if (!ec) {
+      // Give SIGINT and SIGTERM back their default action, so that a second one ends the
+      // process at once (asio restores SIG_DFL when its last registration goes).
+      error_code ignored;
+      signals_->clear(ignored);
       stop();
     }
   });
@@ -239,12 +247,35 @@ SERVEKIT_DECL void server_state::stop() {
     }
     exit_timer_.emplace(acceptor_strand_, options_.exit_timeout);
     exit_timer_->async_wait([this](const error_code& ec) {
-      if (!ec) {
-        force_close_sessions();
-        // A decoupled request a backend never finishes would keep its session, and so run(),
-        // alive: answer what the decoupled models still owe (`cancelled`).
-        models_.shutdown_decoupled_models(shutdown_mode::cancel);
+      if (ec) {
+        return;
       }
+      // Past the exit timeout: every model answers what it still owes (queued and backlogged
+      // requests, open sequences, streams a backend never finishes) with `unavailable` "server
+      // is shutting down". Not waited for here: a backend stuck in execute must not block an
+      // I/O thread (the caller of run() bounds that wait, see shutdown_models).
+      static_cast<void>(
+          shutdown_models(models_, shutdown_mode::abort, std::chrono::milliseconds{0}));
+      // The sessions write those answers and close; whatever is still open after a short grace
+      // (a request inside a backend that never returns) is closed.
+      exit_timer_->expires_after(shutdown_grace);
+      exit_timer_->async_wait([this](const error_code& e) {
+        if (e) {
+          return;
+        }
+        force_close_sessions();
+        // A session whose request is inside a backend that never returns stays alive (the
+        // request's sink holds it) and so would the work guard: let run() return once the
+        // closed connections' handlers are done, without waiting for that backend.
+        bool release = false;
+        {
+          const std::lock_guard lock{mutex_};
+          release = !std::exchange(work_released_, true);
+        }
+        if (release) {
+          work_.reset();
+        }
+      });
     });
   });
   std::vector<std::shared_ptr<session>> live;

@@ -117,8 +117,9 @@ public:
     return state;
   }
 
-  /// Answers every outstanding request `cancelled` (a cancelling shutdown).
-  SERVEKIT_DECL void cancel_all();
+  /// Answers every outstanding request `cancelled` (a cancelling shutdown), or `unavailable`
+  /// "server is shutting down" when `aborting` (shutdown_mode::abort).
+  SERVEKIT_DECL void cancel_all(bool aborting = false);
 
   /// Blocks until no request is outstanding (a draining shutdown). With a timeout configured
   /// the watchdog bounds the wait.

@@ -7,6 +7,7 @@
 #include <servekit/core/response.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/pending_request.hpp>
+#include <servekit/runtime/shutdown_mode.hpp>
 #include <servekit/schedule/batch_plan.hpp>
 
 #include <algorithm>

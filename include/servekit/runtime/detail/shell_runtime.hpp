@@ -163,13 +163,24 @@ public:
         const std::lock_guard lock{core_mutex};
         stop_core(exits);
       }
+      if (mode == shutdown_mode::abort) {
+        aborting_.store(true, std::memory_order_release);
+        for (auto& p : exits.cancelled) {
+          exits.shut_down.push_back(std::move(p));
+        }
+        exits.cancelled.clear();
+      }
       answer_early_exits(exits, stats_, clock::now());
       wake_all();
     }
-    if (decoupled_ && mode == shutdown_mode::cancel) {
+    if (mode == shutdown_mode::abort) {
+      aborting_.store(true, std::memory_order_release); // also when a drain or cancel came first
+    }
+    const bool aborting = aborting_.load(std::memory_order_acquire);
+    if (decoupled_ && mode != shutdown_mode::drain) {
       // A draining shutdown may be waiting (holding join_mutex_) for requests a backend never
       // finishes: answering them now lets it return, so a cancel can follow a drain.
-      decoupled_->cancel_all();
+      decoupled_->cancel_all(aborting);
     }
     const std::lock_guard join_lock{join_mutex_};
     for (auto& in : instances_) {
@@ -183,9 +194,10 @@ public:
       timekeeper_.join();
     }
     if (decoupled_) {
-      if (mode == shutdown_mode::cancel ||
+      if (mode != shutdown_mode::drain ||
           state_.load(std::memory_order_acquire) == state::cancelling) {
-        decoupled_->cancel_all(); // again: batches that ran until the join may have opened more
+        // Again: batches that ran until the join may have opened more.
+        decoupled_->cancel_all(aborting_.load(std::memory_order_acquire));
       }
       decoupled_->wait_idle();
     }
@@ -251,6 +263,7 @@ private:
   std::atomic<bool> timekeeper_stop_{false};
   std::atomic<state> state_{state::running};
   std::atomic<int> submitters_{0};
+  std::atomic<bool> aborting_{false}; ///< a shutdown_mode::abort began: owed answers say so
   std::mutex join_mutex_;
 
   // The model's configuration and statistics (the model owns them and outlives the shell).

@@ -5,10 +5,11 @@
 
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/detail/decoupled_requests.hpp>
+#include <servekit/runtime/shutdown_mode.hpp>
 
 namespace servekit::detail {
 
-SERVEKIT_DECL void decoupled_requests::cancel_all() {
+SERVEKIT_DECL void decoupled_requests::cancel_all(bool aborting) {
   std::vector<std::uint64_t> keys;
   std::vector<std::shared_ptr<decoupled_request>> states;
   {
@@ -17,7 +18,9 @@ SERVEKIT_DECL void decoupled_requests::cancel_all() {
     states = take(keys);
   }
   for (auto& s : states) {
-    s->fail(cancelled("Request cancelled: model '" + model_name_ + "' is shutting down"));
+    s->fail(aborting
+                ? unavailable(std::string{shutting_down_message})
+                : cancelled("Request cancelled: model '" + model_name_ + "' is shutting down"));
   }
 }
 

@@ -23,7 +23,12 @@ SERVEKIT_DECL void answer_early_exits(early_exits& exits, model_statistics& stat
                                               "expired"),
                                   p->request.id));
   }
-  const auto n = exits.timed_out.size() + exits.cancelled.size() + exits.sequence_timed_out.size();
+  for (auto& p : exits.shut_down) {
+    stats.record_early_failure(failure_reason::canceled, elapsed_ns(p->request.arrival, now));
+    deliver(*p, response::failure(unavailable(std::string{shutting_down_message}), p->request.id));
+  }
+  const auto n = exits.timed_out.size() + exits.cancelled.size() + exits.sequence_timed_out.size() +
+                 exits.shut_down.size();
   if (n != 0) {
     stats.add_pending(-static_cast<std::int64_t>(n));
   }

@@ -66,6 +66,7 @@ resolve_instance_groups(const std::string& model_name,
   }
   std::vector<instance_group_options> out;
   out.reserve(groups.size());
+  std::int64_t instances = 0; // every instance is a thread (and a backend) made at load
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const auto& group = groups[g];
     const std::string path = "/instance_group/" + std::to_string(g);
@@ -78,6 +79,14 @@ resolve_instance_groups(const std::string& model_name,
       resolved.name = model_name + "_" + std::to_string(g);
     }
     resolved.gpus = detail::group_gpus(group, path, visible_gpus);
+    const auto devices = static_cast<std::int64_t>(std::max<std::size_t>(resolved.gpus.size(), 1));
+    instances += std::int64_t{group.count} * devices;
+    if (instances > max_instances_per_model) {
+      throw config_error(config_error_code::bad_value, path + "/count",
+                         "a model may have at most " + std::to_string(max_instances_per_model) +
+                             " instances in all, this instance group makes it " +
+                             std::to_string(instances));
+    }
     if (!resolved.gpus.empty()) {
       resolved.kind = instance_group_kind::kind_gpu;
     } else if (resolved.kind == instance_group_kind::kind_auto) {

@@ -33,23 +33,51 @@ struct correlation_id_hash {
 };
 
 /// The sequence batcher's test hooks (Triton's TRITONSERVER_DELAY_SCHEDULER and
-/// TRITONSERVER_BACKLOG_DELAY_SCHEDULER): hold every batch until enough requests are queued and
-/// enough wait in the backlog, once.
+/// TRITONSERVER_BACKLOG_DELAY_SCHEDULER): hold every batch until enough requests are queued
+/// (across all instances, backlogged ones included) and enough wait in the backlog, once.
+///
+/// The core checks it at every arrival too (arrived()): the request that satisfies the hold may
+/// be routed to one instance, or to none (backlogged), while the others sleep; the core then
+/// wakes every instance. A hold no arrival has fed for `idle` (the sequence idle timeout) is
+/// released as well: its clients may be waiting for answers before they send more, so it could
+/// never be satisfied.
 class sequence_hold {
 public:
-  sequence_hold(std::size_t queued, std::size_t backlogged) noexcept
-      : queued_{queued}, backlogged_{backlogged} {}
+  sequence_hold(std::size_t queued, std::size_t backlogged, duration idle) noexcept
+      : queued_{queued}, backlogged_{backlogged}, idle_{idle} {}
 
-  [[nodiscard]] bool holding(std::size_t queued, std::size_t backlogged) noexcept {
-    if (queued_ == 0 && backlogged_ == 0) {
+  [[nodiscard]] bool active() const noexcept { return queued_ != 0 || backlogged_ != 0; }
+
+  /// A request arrived at `now`: whether the hold was active and is satisfied (released now).
+  [[nodiscard]] bool arrived(time_point now, std::size_t queued, std::size_t backlogged) noexcept {
+    if (!active()) {
       return false;
     }
+    last_arrival_ = now;
     if (queued < queued_ || backlogged < backlogged_) {
+      return false;
+    }
+    release();
+    return true;
+  }
+
+  /// Whether batches are still held at `now` (releasing a satisfied or starved hold).
+  [[nodiscard]] bool holding(time_point now, std::size_t queued, std::size_t backlogged) noexcept {
+    if (!active()) {
+      return false;
+    }
+    if ((queued < queued_ || backlogged < backlogged_) && now < release_at()) {
       return true;
     }
     release();
     return false;
   }
+
+  /// When a hold no arrival feeds gives up (`never` without an idle timeout).
+  [[nodiscard]] time_point release_at() const noexcept {
+    return active() && idle_ > duration::zero() ? last_arrival_ + idle_ : never;
+  }
+
   void release() noexcept {
     queued_ = 0;
     backlogged_ = 0;
@@ -58,6 +86,8 @@ public:
 private:
   std::size_t queued_;
   std::size_t backlogged_;
+  duration idle_;
+  time_point last_arrival_{};
 };
 
 /// One sequence, from its first request until the batcher holds nothing of it.
@@ -240,6 +270,12 @@ public:
   [[nodiscard]] bool take_woken(std::size_t instance) noexcept {
     return std::exchange(woken_[instance], std::uint8_t{0}) != 0;
   }
+
+  /// Marks every instance woken (a hold was released: they may all have work).
+  void wake_all() noexcept { std::fill(woken_.begin(), woken_.end(), std::uint8_t{1}); }
+
+  /// The sequence idle timeout.
+  [[nodiscard]] duration idle() const noexcept { return idle_; }
 
   /// Moves the instance's ended-sequence notices into `out`.
   void take_ended(std::size_t instance, std::vector<sequence_end>& out) {

@@ -154,6 +154,14 @@ SERVEKIT_DECL void validate_strategy(const sequence_batching_options& o,
                          "(0 means max_batch_size), got " +
                              std::to_string(o.oldest.max_candidate_sequences));
   }
+  // Each candidate is a slot, with its state, on every instance: storage the value sizes.
+  if (o.oldest.max_candidate_sequences > oldest_strategy_options::max_candidate_sequences_limit) {
+    throw sequence_error(
+        path + "/max_candidate_sequences",
+        "sequence batching max candidate sequences must be at most " +
+            std::to_string(oldest_strategy_options::max_candidate_sequences_limit) + ", got " +
+            std::to_string(o.oldest.max_candidate_sequences));
+  }
   for (std::size_t i = 0; i < o.oldest.preferred_batch_size.size(); ++i) {
     const auto size = o.oldest.preferred_batch_size[i];
     const std::string size_path = path + "/preferred_batch_size/" + std::to_string(i);
