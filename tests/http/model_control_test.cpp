@@ -258,11 +258,14 @@ TEST(ModelControl, LoadingWhatIsNotAModelChangesNothing) {
 
   const auto hidden = c.post("/v2/repository/models/.cache/load", "");
   EXPECT_EQ(hidden.status, 404U);
-  EXPECT_EQ(error_of(hidden), "failed to load '.cache': a hidden folder is not a model");
+  EXPECT_EQ(error_of(hidden),
+            "failed to load '.cache', failed to poll from model repository: a hidden folder "
+            "is not a model");
   const auto missing = c.post("/v2/repository/models/no_such_model/load", "");
   EXPECT_EQ(missing.status, 404U);
   EXPECT_EQ(error_of(missing),
-            "failed to load 'no_such_model': the model repository has no folder 'no_such_model'");
+            "failed to load 'no_such_model', failed to poll from model repository: the model "
+            "repository has no folder 'no_such_model'");
   for (const auto* target :
        {"/v2/repository/models/a%2Fb/load", "/v2/repository/models/%2E%2E/load",
         "/v2/repository/models/..%5Cadd_sub/load"}) {

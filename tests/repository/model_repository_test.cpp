@@ -448,7 +448,8 @@ TEST_F(Repository, WhatIsNotAModelCannotBeLoadedAndChangesNothing) {
     EXPECT_FALSE(repo.status_of(name)) << name;
   }
   EXPECT_EQ(repo.load(".cache").message(),
-            "failed to load '.cache': a hidden folder is not a model");
+            "failed to load '.cache', failed to poll from model repository: a hidden folder "
+            "is not a model");
   EXPECT_EQ(repo.index().size(), 1U);
   EXPECT_TRUE(repo.all_ready());
 }
@@ -476,7 +477,9 @@ TEST_F(Repository, LoadErrors) {
   auto s = repo.load("missing");
   EXPECT_EQ(s.code(), status_code::not_found);
   // Messages name the model, never the host path of the repository.
-  EXPECT_EQ(s.message(), "failed to load 'missing': the model repository has no folder 'missing'");
+  EXPECT_EQ(s.message(),
+            "failed to load 'missing', failed to poll from model repository: the model "
+            "repository has no folder 'missing'");
   EXPECT_FALSE(repo.status_of("missing"));
   // Names are single folder names: nothing outside the root (Triton's INVALID_ARG).
   EXPECT_EQ(repo.load("../add").code(), status_code::invalid_argument);

@@ -39,14 +39,17 @@ model_repository::read_source(std::string_view name) const {
             nullptr};
   }
   const auto folder = root_ / model_name;
+  // Triton's words for a name that is not a model folder (model_repository_manager.cc,
+  // LoadUnloadModel), which its clients' tests look for; then why. Not found (404) rather than
+  // Triton's 500: the name is the client's mistake.
+  const std::string not_polled =
+      "failed to load '" + model_name + "', failed to poll from model repository: ";
   std::error_code ec;
   if (!detail::is_model_folder_name(name)) {
-    return {not_found("failed to load '" + model_name + "': a hidden folder is not a model"),
-            nullptr};
+    return {not_found(not_polled + "a hidden folder is not a model"), nullptr};
   }
   if (!std::filesystem::is_directory(folder, ec)) {
-    return {not_found("failed to load '" + model_name + "': the model repository has no folder '" +
-                      model_name + "'"),
+    return {not_found(not_polled + "the model repository has no folder '" + model_name + "'"),
             nullptr};
   }
   const auto file = folder / "config.json";
