@@ -355,6 +355,7 @@ TEST(TransportHardening, StreamToAClientThatDoesNotReadStopsAtItsBound) {
   transport_server server{o, {"repeat_int32"}};
   // 200,000 events: 14 MB, far past the socket buffers.
   raw_connection c{server.port(), 4096};
+  ASSERT_TRUE(eventually([&] { return server.server().connections() == 1; })); // accepted
   ASSERT_TRUE(c.send(many_responses_request(200'000)));
   // The client never reads: the server gives the stream up and closes the connection.
   EXPECT_TRUE(eventually([&] { return server.server().connections() == 0; }))
@@ -368,6 +369,7 @@ TEST(TransportHardening, StreamToAClientThatDoesNotReadEndsAtTheWriteTimeout) {
   o.write_timeout = 300ms;
   transport_server server{o, {"repeat_int32"}};
   raw_connection c{server.port(), 4096};
+  ASSERT_TRUE(eventually([&] { return server.server().connections() == 1; })); // accepted
   ASSERT_TRUE(c.send(many_responses_request(200'000)));
   EXPECT_TRUE(eventually([&] { return server.server().connections() == 0; }))
       << "a write to a client that does not read never timed out";
