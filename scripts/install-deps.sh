@@ -12,6 +12,7 @@ packages=(
   libboost1.74-dev
   libfmt-dev
   nlohmann-json3-dev
+  zlib1g-dev
   libgtest-dev
   libbenchmark-dev
   clang-format

@@ -35,9 +35,9 @@ set(_allow_http ${_allow_repository} repository)
 set(_allow_cuda core backend schedule state)
 
 # The engine (servekit::servekit) needs only the standard library and header-only Boost; what the
-# server tier uses (nlohmann-json, fmt, Boost.Beast and Asio) stays above it.
+# server tier uses (nlohmann-json, fmt, Boost.Beast and Asio, zlib) stays above it.
 set(_engine_layers core backend queue metrics state schedule cache runtime ensemble cuda)
-set(_server_only_includes "nlohmann/" "fmt/" "boost/beast" "boost/asio")
+set(_server_only_includes "nlohmann/" "fmt/" "boost/beast" "boost/asio" "zlib.h")
 
 # Shown paths start at the include dir's own name ("include/servekit/...").
 get_filename_component(_shown_base "${ROOT}" DIRECTORY)

@@ -242,4 +242,53 @@ TEST(ServerFlags, ModelControlFlags) {
   }
 }
 
+// ---- connection timeouts and limits ----------------------------------------------------------
+
+TEST(ServerFlags, TransportDefaultsAreNginxs) {
+  const auto& f = flags_of(parse({}));
+  EXPECT_EQ(f.http.header_timeout, std::chrono::seconds{60});
+  EXPECT_EQ(f.http.body_timeout, std::chrono::seconds{60});
+  EXPECT_EQ(f.http.body_total_timeout, std::chrono::seconds{600});
+  EXPECT_EQ(f.http.keepalive_timeout, std::chrono::seconds{75});
+  EXPECT_EQ(f.http.write_timeout, std::chrono::seconds{60});
+  EXPECT_EQ(f.http.max_connections, 0U);
+  EXPECT_EQ(f.http.stream_buffer_bytes, std::size_t{1} << 20);
+}
+
+TEST(ServerFlags, TransportFlagsTakeFractionalSeconds) {
+  const auto p = parse({"--http-header-timeout-secs", "0.25", "--http-body-timeout-secs=2",
+                        "--http-body-total-timeout-secs", "0", "--http-keepalive-timeout-secs",
+                        "1.5", "--http-write-timeout-secs=3", "--http-max-connections", "100",
+                        "--http-stream-buffer-bytes=4096"});
+  const auto& f = flags_of(p);
+  EXPECT_EQ(f.http.header_timeout, std::chrono::milliseconds{250});
+  EXPECT_EQ(f.http.body_timeout, std::chrono::seconds{2});
+  EXPECT_EQ(f.http.body_total_timeout, std::chrono::milliseconds{0});
+  EXPECT_EQ(f.http.keepalive_timeout, std::chrono::milliseconds{1500});
+  EXPECT_EQ(f.http.write_timeout, std::chrono::seconds{3});
+  EXPECT_EQ(f.http.max_connections, 100U);
+  EXPECT_EQ(f.http.stream_buffer_bytes, 4096U);
+  const auto help = parse({"--help"});
+  for (const char* flag :
+       {"--http-header-timeout-secs", "--http-body-timeout-secs", "--http-body-total-timeout-secs",
+        "--http-keepalive-timeout-secs", "--http-write-timeout-secs", "--http-max-connections"}) {
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(ServerFlags, TransportFlagErrors) {
+  const auto check = [](const parsed& p, std::string_view expect) {
+    EXPECT_EQ(code_of(p), 2);
+    EXPECT_NE(p.err.find(expect), std::string::npos) << p.err;
+  };
+  check(parse({"--http-header-timeout-secs", "-1"}),
+        "--http-header-timeout-secs: expected a number of seconds (0 turns it off), got '-1'");
+  check(parse({"--http-write-timeout-secs=x"}), "--http-write-timeout-secs: expected a number");
+  check(parse({"--http-keepalive-timeout-secs", "1e12"}),
+        "--http-keepalive-timeout-secs: expected a number");
+  check(parse({"--http-max-connections", "-3"}), "--http-max-connections: expected a number");
+  check(parse({"--http-stream-buffer-bytes", "0"}),
+        "--http-stream-buffer-bytes: expected a positive number of bytes, got '0'");
+}
+
 } // namespace

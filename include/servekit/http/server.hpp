@@ -23,6 +23,7 @@
 #include <servekit/http/server_options.hpp>
 #include <servekit/repository/model_repository.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,7 +51,13 @@ class server_state;
 ///
 /// Errors are `{"error": "..."}`: 400 bad request, 403 a restricted API without its header
 /// (options.model_control.restricted), 404 unknown model, version or endpoint, 405 wrong method,
-/// 413 body over max_body_bytes, 503 queue full or model not ready.
+/// 413 body over max_body_bytes, 503 queue full, model not ready or over max_connections.
+///
+/// Transport hardening: a Transfer-Encoding other than exactly "chunked", or one together with
+/// Content-Length, is answered 400 and the connection closed before its body is read (RFC 9112,
+/// no request smuggling). Slow or idle peers are cut off by options.header_timeout,
+/// body_timeout, body_total_timeout, keepalive_timeout and write_timeout. A request body grows
+/// with the bytes received, never reserved from Content-Length.
 class server {
 public:
   /// Binds `options.host`:`options.port` and listens; throws std::system_error naming them if
@@ -65,6 +72,11 @@ public:
   [[nodiscard]] std::uint16_t port() const noexcept;
   [[nodiscard]] const std::string& host() const noexcept;
   [[nodiscard]] const server_options& options() const noexcept;
+  /// The connection limit in force (options.max_connections, or its default from the
+  /// descriptor limit).
+  [[nodiscard]] std::size_t max_connections() const noexcept;
+  /// Connections open now.
+  [[nodiscard]] std::size_t connections() const;
 
   /// Serves on `thread_count` threads (the caller's is one of them) until stop(); returns once
   /// every connection is closed and every in-flight request answered.

@@ -64,6 +64,74 @@ struct server_flags {
   return env;
 }
 
+// ---- connection timeouts and limits (server_options' transport fields) --------------------
+
+/// The usage lines of the transport flags.
+[[nodiscard]] inline std::string transport_flags_usage() {
+  return "  --http-header-timeout-secs S      a request header must arrive within S seconds\n"
+         "                                    of its first byte (default: 60)\n"
+         "  --http-body-timeout-secs S        longest wait between two pieces of a request\n"
+         "                                    body (default: 60)\n"
+         "  --http-body-total-timeout-secs S  a whole request body must arrive within S\n"
+         "                                    seconds of its header (default: 600)\n"
+         "  --http-keepalive-timeout-secs S   an idle keep-alive connection is closed after\n"
+         "                                    S seconds (default: 75)\n"
+         "  --http-write-timeout-secs S       a response write (or generate_stream event)\n"
+         "                                    must finish within S seconds (default: 60)\n"
+         "  --http-max-connections N          connections served at once; past it 503;\n"
+         "                                    0: the descriptor limit less 256 (default: 0)\n"
+         "  --http-stream-buffer-bytes N      generate_stream events buffered for a slow\n"
+         "                                    client before the stream is closed\n"
+         "                                    (default: 1048576)\n"
+         "                                    (S may be fractional; 0 turns a timeout off)\n";
+}
+
+[[nodiscard]] inline bool is_transport_flag(std::string_view name) noexcept {
+  return name == "--http-header-timeout-secs" || name == "--http-body-timeout-secs" ||
+         name == "--http-body-total-timeout-secs" || name == "--http-keepalive-timeout-secs" ||
+         name == "--http-write-timeout-secs" || name == "--http-max-connections" ||
+         name == "--http-stream-buffer-bytes";
+}
+
+/// Sets the option `name` names from `value`; the error message if the value is wrong.
+[[nodiscard]] inline std::optional<std::string>
+parse_transport_flag(std::string_view name, std::string_view value, server_options& options) {
+  if (name == "--http-max-connections" || name == "--http-stream-buffer-bytes") {
+    const bool connections = name == "--http-max-connections";
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc{} || end != value.data() + value.size() ||
+        (!connections && n == 0)) {
+      return std::string(connections
+                             ? "expected a number of connections (0: from the descriptor limit)"
+                             : "expected a positive number of bytes") +
+             ", got '" + std::string(value) + "'";
+    }
+    (connections ? options.max_connections : options.stream_buffer_bytes) = n;
+    return std::nullopt;
+  }
+  double seconds = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  // Up to a year: past that a timeout is a typo, and the millisecond count must not overflow.
+  if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || !(seconds >= 0) ||
+      seconds > 365.0 * 24 * 3600) {
+    return "expected a number of seconds (0 turns it off), got '" + std::string(value) + "'";
+  }
+  const std::chrono::milliseconds ms{static_cast<std::int64_t>(seconds * 1000.0 + 0.5)};
+  if (name == "--http-header-timeout-secs") {
+    options.header_timeout = ms;
+  } else if (name == "--http-body-timeout-secs") {
+    options.body_timeout = ms;
+  } else if (name == "--http-body-total-timeout-secs") {
+    options.body_total_timeout = ms;
+  } else if (name == "--http-keepalive-timeout-secs") {
+    options.keepalive_timeout = ms;
+  } else {
+    options.write_timeout = ms;
+  }
+  return std::nullopt;
+}
+
 /// The usage text `--help` prints; `program` is the program's name.
 [[nodiscard]] inline std::string
 server_flags_usage(std::string_view program, const std::filesystem::path& default_repository) {
@@ -118,8 +186,9 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "                             health, metadata, inference, model-config,\n"
        "                             model-repository, statistics (also Triton's\n"
        "                             shared-memory, trace, logging) (default: none)\n"
-       "  --help                     print this and exit\n"
-       "BOOL is true, false, 1 or 0.\n";
+       "  --help                     print this and exit\n";
+  u += transport_flags_usage();
+  u += "BOOL is true, false, 1 or 0.\n";
   return u;
 }
 
@@ -195,7 +264,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       rate_limit,
       rate_limit_resource,
       cache_config,
-      model_control
+      model_control,
+      transport
     };
     kind k{};
     if (name == "--model-repository" || name == "--model-store") {
@@ -222,6 +292,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::cache_config;
     } else if (is_model_control_flag(name)) {
       k = kind::model_control;
+    } else if (is_transport_flag(name)) {
+      k = kind::transport;
     } else {
       return fail(name, "unknown flag");
     }
@@ -319,6 +391,11 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       break;
     case kind::model_control:
       if (const auto error = parse_model_control_flag(name, value, flags.http.model_control)) {
+        return fail(name, *error);
+      }
+      break;
+    case kind::transport:
+      if (const auto error = parse_transport_flag(name, value, flags.http)) {
         return fail(name, *error);
       }
       break;

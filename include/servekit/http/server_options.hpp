@@ -25,6 +25,34 @@ struct server_options {
   /// After stop(), how long requests in flight get to be answered and written before every
   /// connection still open is closed (Triton's --exit-timeout-secs, default 30).
   std::chrono::milliseconds exit_timeout{std::chrono::seconds{30}};
+
+  // ---- connection timeouts and limits (nginx's defaults where nginx has one) ------------
+  // A timeout of zero turns that timeout off. Each closes the connection without an answer.
+
+  /// From the connection's first byte (or a keep-alive request's first byte) until the whole
+  /// header arrived (nginx's client_header_timeout, 60 s). Cuts off slowloris clients.
+  std::chrono::milliseconds header_timeout{60'000};
+  /// Longest wait between two pieces of a request body (nginx's client_body_timeout, 60 s).
+  std::chrono::milliseconds body_timeout{60'000};
+  /// Longest time a whole request body may take after its header (nginx has none; 10 min
+  /// lets a 64 MiB body arrive at 1 Mbit/s).
+  std::chrono::milliseconds body_total_timeout{600'000};
+  /// How long an idle keep-alive connection waits for its next request (nginx's
+  /// keepalive_timeout, 75 s).
+  std::chrono::milliseconds keepalive_timeout{75'000};
+  /// Longest time one write of a response (or of one generate_stream event) may take: a
+  /// client that does not read is cut off (nginx's send_timeout, 60 s).
+  std::chrono::milliseconds write_timeout{60'000};
+  /// Connections served at once; past it a connection's request is answered 503 and the
+  /// connection closed (and past it by connection_reject_reserve, closed at once). 0: the
+  /// descriptor limit less a reserve for models and files (the server raises its soft
+  /// RLIMIT_NOFILE to the hard limit at start; see server::max_connections()).
+  std::size_t max_connections = 0;
+  /// generate_stream events waiting for a client that reads slower than the model answers:
+  /// past this many bytes the stream is given up and the connection closed, and the buffered
+  /// events freed (1 MiB).
+  std::size_t stream_buffer_bytes = std::size_t{1} << 20;
+
   /// Who may load and unload models, and which APIs need a header (http/model_control.hpp).
   model_control_options model_control;
 };

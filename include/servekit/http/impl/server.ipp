@@ -19,6 +19,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,8 +53,38 @@ SERVEKIT_DECL server_state::server_state(model_repository& models, server_option
   if (options_.thread_count == 0) {
     options_.thread_count = std::max(1U, std::thread::hardware_concurrency());
   }
+  max_connections_ = options_.max_connections;
+  if (const std::size_t limit = raise_descriptor_limit(); max_connections_ == 0) {
+    max_connections_ = limit > 2 * descriptor_reserve ? limit - descriptor_reserve : limit / 2;
+  }
   listen(); // first: if it throws, no work guard outlives the io_context
   work_.emplace(ioc_.get_executor());
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit (a server's connections are descriptors;
+/// the soft default of 1,024 is far below what the system allows) and returns the soft limit
+/// in force, or a large number when there is none.
+SERVEKIT_DECL std::size_t raise_descriptor_limit() noexcept {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return 1024;
+  }
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      limit = raised;
+    }
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) {
+    return std::size_t{1} << 20;
+  }
+  return static_cast<std::size_t>(limit.rlim_cur);
+}
+
+SERVEKIT_DECL std::size_t server_state::live_sessions() {
+  const std::lock_guard lock{mutex_};
+  return sessions_.size();
 }
 
 SERVEKIT_DECL server_state::~server_state() {
@@ -205,8 +237,14 @@ SERVEKIT_DECL void server_state::accept() {
       return;
     }
     error_code ignored;
+    const std::size_t live = live_sessions();
+    if (live >= max_connections_ + connection_reject_reserve) {
+      socket.close(ignored); // a flood: keep the reserved descriptors free
+      accept();
+      return;
+    }
     socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<session>(*this, std::move(socket))->start();
+    std::make_shared<session>(*this, std::move(socket))->start(live >= max_connections_);
     accept();
   });
 }
@@ -314,6 +352,12 @@ SERVEKIT_DECL server& server::operator=(server&&) noexcept = default;
 SERVEKIT_DECL server::~server() = default;
 
 SERVEKIT_DECL std::uint16_t server::port() const noexcept { return state_->port(); }
+
+SERVEKIT_DECL std::size_t server::max_connections() const noexcept {
+  return state_->max_connections();
+}
+
+SERVEKIT_DECL std::size_t server::connections() const { return state_->live_sessions(); }
 SERVEKIT_DECL const std::string& server::host() const noexcept { return state_->options().host; }
 SERVEKIT_DECL const server_options& server::options() const noexcept { return state_->options(); }
 SERVEKIT_DECL void server::run() { state_->run(); }

@@ -55,6 +55,14 @@ inline constexpr std::uint32_t max_header_bytes = 16 * 1024;
 /// connection reads and discards up to this much before closing, so the client sees the
 /// response rather than a reset.
 inline constexpr std::size_t max_drain_bytes = std::size_t{256} << 20;
+/// Descriptors kept out of max_connections' default for model files, the repository and logs.
+inline constexpr std::size_t descriptor_reserve = 256;
+/// Past max_connections, this many more connections are read and answered 503; past that
+/// they are closed at once, so a flood cannot take the descriptors the reserve keeps.
+inline constexpr std::size_t connection_reject_reserve = 64;
+/// Responses at least this large are compressed when the client's Accept-Encoding allows it;
+/// smaller ones gain too little for the time.
+inline constexpr std::size_t min_compressed_response_bytes = 1024;
 /// A session's reusable strings shrink back when a large request grew them past this.
 inline constexpr std::size_t max_kept_capacity = std::size_t{1} << 20;
 
@@ -73,6 +81,9 @@ void assign_body(std::string& body, const T& value) {
 }
 
 class session;
+
+/// Raises the process's soft descriptor limit to its hard limit; returns the soft limit.
+std::size_t raise_descriptor_limit() noexcept;
 
 /// What the sessions share: the repository, the options, the io_context and the set of live
 /// sessions (so stop() can reach them).
@@ -93,6 +104,10 @@ public:
   [[nodiscard]] asio::thread_pool& admin() noexcept { return admin_; }
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+  /// options().max_connections, or its default from the descriptor limit when that is 0.
+  [[nodiscard]] std::size_t max_connections() const noexcept { return max_connections_; }
+  /// Connections open now (sessions not yet destroyed).
+  [[nodiscard]] std::size_t live_sessions();
 
   // ---- running and stopping -------------------------------------------------------------
 
@@ -140,6 +155,7 @@ private:
   model_repository& models_;
   server_options options_;
   std::uint16_t port_ = 0;
+  std::size_t max_connections_ = 0;
   std::atomic<bool> stopping_{false};
 
   // The live sessions, and the work guard that keeps run() going until the last one is gone

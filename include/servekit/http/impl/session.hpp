@@ -20,10 +20,15 @@
 #include <utility> // before Asio: Boost 1.74's Asio needs it under GCC 12 in C++20
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/beast/core/buffer_traits.hpp>
+#include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
+#include <boost/optional/optional.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -38,6 +43,41 @@ namespace servekit::http {
 
 namespace detail {
 
+/// A request body held in a std::string that grows with the bytes that arrived. Beast's
+/// string_body reserves the whole Content-Length on the first byte, so a client that announces
+/// a body just under the limit and sends nothing more would hold that memory; this one never
+/// holds more than about twice what was received (std::string grows geometrically).
+struct growing_body {
+  using value_type = std::string;
+
+  class reader {
+  public:
+    template <bool IsRequest, class Fields>
+    reader(bhttp::header<IsRequest, Fields>& /*header*/, value_type& body) : body_{body} {}
+
+    void init(const boost::optional<std::uint64_t>& /*length*/, error_code& ec) { ec = {}; }
+
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, error_code& ec) {
+      const std::size_t extra = beast::buffer_bytes(buffers);
+      if (extra > body_.max_size() - body_.size()) {
+        ec = bhttp::error::buffer_overflow;
+        return 0;
+      }
+      for (const auto b : beast::buffers_range_ref(buffers)) {
+        body_.append(static_cast<const char*>(b.data()), b.size());
+      }
+      ec = {};
+      return extra;
+    }
+
+    void finish(error_code& ec) { ec = {}; }
+
+  private:
+    value_type& body_;
+  };
+};
+
 /// One connection: reads a request, answers it, reads the next (HTTP/1.1 keep-alive; one request
 /// in flight at a time). Everything runs on the connection's strand except the encoding of an
 /// infer response, which runs on the model's instance thread while the strand waits for it.
@@ -51,8 +91,9 @@ public:
 
   // ---- called by server_state (session_transport.ipp) -----------------------------------
 
-  /// Registers with the server and starts reading, on the session's strand.
-  void start();
+  /// Registers with the server and starts reading, on the session's strand. over_limit: the
+  /// server already has max_connections connections; the request is read and answered 503.
+  void start(bool over_limit = false);
   /// stop(): closes an idle connection, or the one in flight after its response. On the strand.
   void request_stop();
   /// The exit timeout passed: closes the connection whatever it is doing. On the strand.
@@ -81,8 +122,20 @@ private:
   // ---- transport, on the strand (session_transport.ipp) ---------------------------------
 
   void read_header();
+  void read_header_now();
   void on_header(const error_code& ec);
+  [[nodiscard]] bool framing_ok();
   void read_body();
+  void on_body_bytes(const error_code& ec);
+  void start_handling();
+  [[nodiscard]] bool decode_content();
+  void encode_content();
+  void watch_peer();
+  /// Closes the connection if `timeout` passes before the next arm() or disarm() (one timer
+  /// per session; a zero timeout disarms).
+  void arm(std::chrono::milliseconds timeout);
+  void disarm();
+  void on_timeout(std::uint32_t generation);
   void read_failed(const error_code& ec, bool request_started);
   void fail_request(unsigned status, std::string_view message);
   void reply(unsigned status, std::string_view content_type);
@@ -167,8 +220,14 @@ private:
     explicit strand_state(socket_type s) : socket{std::move(s)} {}
 
     socket_type socket;
+    /// The connection's only timer: header, body, keep-alive and write timeouts (arm()).
+    asio::steady_timer timer{socket.get_executor()};
+    std::uint32_t timer_generation = 0; ///< bumped by arm()/disarm(): stale expiries are ignored
+    std::chrono::steady_clock::time_point body_deadline{}; ///< the whole body's time limit
+    bool served_one = false; ///< a request was answered: the next wait is keep-alive
+    bool over_limit = false; ///< past max_connections: the request gets 503
     beast::flat_buffer buffer;
-    std::optional<bhttp::request_parser<bhttp::string_body>> parser;
+    std::optional<bhttp::request_parser<growing_body>> parser;
     std::string spare_body;
     http::route route;
     session::phase phase = session::phase::reading_header;
@@ -178,10 +237,12 @@ private:
     bool stopping = false;
     std::size_t drained = 0;
     std::chrono::steady_clock::time_point started{};
-    std::string head; ///< the response's status line and headers, reused
+    std::string head;  ///< the response's status line and headers, reused
+    std::string coded; ///< a body being inflated or compressed (Content-Encoding), reused
 
     // generate_stream's output: chunks written one after the other.
     std::deque<std::string> stream_queue;
+    std::size_t stream_queued_bytes = 0; ///< bounded by options().stream_buffer_bytes
     bool stream_writing = false;
     bool stream_head_sent = false;
     bool stream_final_queued = false;

@@ -173,6 +173,7 @@ SERVEKIT_DECL void session::stream_push(std::string json, bool has_event, bool f
       head += "Connection: close\r\n";
     }
     head += "\r\n";
+    on_strand_.stream_queued_bytes += head.size();
     on_strand_.stream_queue.push_back(std::move(head));
   }
   if (has_event) {
@@ -180,11 +181,34 @@ SERVEKIT_DECL void session::stream_push(std::string json, bool has_event, bool f
     std::string chunk = fmt::format("{:x}\r\n", event.size());
     chunk += event;
     chunk += "\r\n";
+    on_strand_.stream_queued_bytes += chunk.size();
     on_strand_.stream_queue.push_back(std::move(chunk));
   }
   if (final) {
     on_strand_.stream_queue.emplace_back("0\r\n\r\n");
+    on_strand_.stream_queued_bytes += 5;
     on_strand_.stream_final_queued = true;
+  }
+  if (on_strand_.stream_queued_bytes > server_.options().stream_buffer_bytes) {
+    // The client reads slower than the model answers: give the stream up rather than buffer
+    // without bound. Closing fails the write in progress (on_stream_write), which drops the
+    // queue; the model's remaining responses are dropped as for a departed client.
+    // The chunk being written stays until its write completes (the socket may still be
+    // reading from it); the others are freed now.
+    on_strand_.stream_broken = true;
+    if (on_strand_.stream_writing) {
+      on_strand_.stream_queue.erase(on_strand_.stream_queue.begin() + 1,
+                                    on_strand_.stream_queue.end());
+      on_strand_.stream_queue.shrink_to_fit();
+    } else {
+      std::deque<std::string>{}.swap(on_strand_.stream_queue);
+    }
+    on_strand_.stream_queued_bytes = 0;
+    close();
+    if (final && !on_strand_.stream_writing) {
+      end_broken_stream();
+    }
+    return;
   }
   stream_write_next();
 }
@@ -194,6 +218,7 @@ SERVEKIT_DECL void session::stream_write_next() {
     return;
   }
   on_strand_.stream_writing = true;
+  arm(server_.options().write_timeout); // a client that stops reading is cut off
   asio::async_write(on_strand_.socket, asio::buffer(on_strand_.stream_queue.front()),
                     [self = shared_from_this()](const error_code& ec, std::size_t) {
                       self->on_stream_write(ec);
@@ -202,18 +227,21 @@ SERVEKIT_DECL void session::stream_write_next() {
 
 SERVEKIT_DECL void session::on_stream_write(const error_code& ec) {
   on_strand_.stream_writing = false;
-  if (ec) {
+  disarm(); // waiting for the model's next response takes as long as it takes
+  if (ec || on_strand_.stream_broken) {
     // The client went away mid-stream. The model still answers the request (its sink holds
     // the session); its remaining responses are dropped, and the connection is closed.
-    on_strand_.stream_broken = true;
     const bool final_seen = on_strand_.stream_final_queued;
-    on_strand_.stream_queue.clear();
+    on_strand_.stream_broken = true;
+    std::deque<std::string>{}.swap(on_strand_.stream_queue); // returns the memory
+    on_strand_.stream_queued_bytes = 0;
     close();
     if (final_seen) {
       end_broken_stream();
     }
     return;
   }
+  on_strand_.stream_queued_bytes -= on_strand_.stream_queue.front().size();
   on_strand_.stream_queue.pop_front();
   if (!on_strand_.stream_queue.empty()) {
     stream_write_next();

@@ -6,6 +6,7 @@
 /// or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/core/detail/linkage.hpp>
+#include <servekit/http/detail/content_coding.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
 #include <servekit/http/kserve_response.hpp>
@@ -25,7 +26,11 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -41,8 +46,10 @@ SERVEKIT_DECL session::session(server_state& server, socket_type socket)
   enlistment_.self = this;
 }
 
-/// Registers with the server and starts reading, on the session's strand.
-SERVEKIT_DECL void session::start() {
+/// Registers with the server and starts reading, on the session's strand. over_limit: the
+/// server has max_connections already; the request is answered 503.
+SERVEKIT_DECL void session::start(bool over_limit) {
+  on_strand_.over_limit = over_limit;
   auto self = shared_from_this();
   const bool running = server_.enlist(this, self);
   enlistment_.server = &server_;
@@ -84,9 +91,66 @@ SERVEKIT_DECL void session::read_header() {
   // Lend the parser the previous request's body string, so its capacity is reused.
   on_strand_.spare_body.clear();
   on_strand_.parser->get().body().swap(on_strand_.spare_body);
+  if (!on_strand_.served_one || on_strand_.buffer.size() > 0) {
+    read_header_now();
+    return;
+  }
+  // An idle keep-alive connection: keepalive_timeout until the next request's first byte,
+  // then header_timeout for the rest of its header (nginx's keepalive_timeout and
+  // client_header_timeout).
+  arm(server_.options().keepalive_timeout);
+  on_strand_.socket.async_wait(tcp::socket::wait_read,
+                               [self = shared_from_this()](const error_code& ec) {
+                                 if (ec) {
+                                   self->close();
+                                 } else {
+                                   self->read_header_now();
+                                 }
+                               });
+}
+
+SERVEKIT_DECL void session::read_header_now() {
+  arm(server_.options().header_timeout);
   bhttp::async_read_header(
       on_strand_.socket, on_strand_.buffer, *on_strand_.parser,
       [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_header(ec); });
+}
+
+/// RFC 9112 section 6: a request whose Transfer-Encoding is not exactly "chunked" (the only
+/// coding served), or that has both Transfer-Encoding and Content-Length, cannot be framed
+/// the way every intermediary would frame it. Beast reads "chunked, identity" as a body of
+/// length zero, so the body would be parsed as the next request (request smuggling): such a
+/// request is answered 400 and the connection closed without reading its body.
+SERVEKIT_DECL bool session::framing_ok() {
+  const auto& req = on_strand_.parser->get();
+  std::size_t encodings = 0;
+  bool chunked_only = true;
+  const auto [first, last] = req.equal_range(bhttp::field::transfer_encoding);
+  for (auto it = first; it != last; ++it) {
+    ++encodings;
+    std::string_view value = to_std(it->value());
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
+      value.remove_suffix(1);
+    }
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    chunked_only =
+        chunked_only && beast::iequals(beast::string_view{value.data(), value.size()}, "chunked");
+  }
+  if (encodings == 0) {
+    return true;
+  }
+  if (encodings > 1 || !chunked_only) {
+    on_strand_.keep_alive = false;
+    fail_request(400, "unsupported Transfer-Encoding: only \"chunked\" is accepted");
+    return false;
+  }
+  if (req.find(bhttp::field::content_length) != req.end()) {
+    fail_request(400, "a request may not have both Transfer-Encoding and Content-Length");
+    return false;
+  }
+  return true;
 }
 
 SERVEKIT_DECL void session::on_header(const error_code& ec) {
@@ -98,14 +162,23 @@ SERVEKIT_DECL void session::on_header(const error_code& ec) {
   if (server_.options().log_verbose > 0) {
     on_strand_.started = std::chrono::steady_clock::now();
   }
+  if (!framing_ok()) {
+    return;
+  }
+  if (on_strand_.over_limit) {
+    fail_request(503,
+                 fmt::format("too many connections (the limit is {})", server_.max_connections()));
+    return;
+  }
   if (on_strand_.parser->is_done()) {
-    handle();
+    start_handling();
     return;
   }
   const auto expect = on_strand_.parser->get()[bhttp::field::expect];
   if (beast::iequals(expect, "100-continue")) {
     // The client waits for this before sending the body (curl does for large bodies).
     static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+    arm(server_.options().write_timeout);
     asio::async_write(on_strand_.socket, asio::buffer(go_on.data(), go_on.size()),
                       [self = shared_from_this()](const error_code& e, std::size_t) {
                         if (e) {
@@ -134,21 +207,174 @@ SERVEKIT_DECL void session::on_header(const error_code& ec) {
     }
   }
   if (on_strand_.parser->is_done()) {
-    handle();
+    start_handling();
   } else {
     read_body();
   }
 }
 
 SERVEKIT_DECL void session::read_body() {
-  bhttp::async_read(on_strand_.socket, on_strand_.buffer, *on_strand_.parser,
-                    [self = shared_from_this()](const error_code& ec, std::size_t) {
-                      if (ec) {
-                        self->read_failed(ec, true);
-                      } else {
-                        self->handle();
-                      }
-                    });
+  const auto total = server_.options().body_total_timeout;
+  on_strand_.body_deadline = total.count() > 0 ? std::chrono::steady_clock::now() + total
+                                               : std::chrono::steady_clock::time_point::max();
+  on_body_bytes({});
+}
+
+/// Reads the body a piece at a time, so body_timeout counts from the last bytes that arrived
+/// (nginx's client_body_timeout) and body_total_timeout from the end of the header.
+SERVEKIT_DECL void session::on_body_bytes(const error_code& ec) {
+  if (ec) {
+    read_failed(ec, true);
+    return;
+  }
+  if (on_strand_.parser->is_done()) {
+    start_handling();
+    return;
+  }
+  auto timeout = server_.options().body_timeout;
+  if (on_strand_.body_deadline != std::chrono::steady_clock::time_point::max()) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        on_strand_.body_deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      close();
+      return;
+    }
+    timeout = timeout.count() > 0 ? std::min(timeout, left) : left;
+  }
+  arm(timeout);
+  bhttp::async_read_some(
+      on_strand_.socket, on_strand_.buffer, *on_strand_.parser,
+      [self = shared_from_this()](const error_code& e, std::size_t) { self->on_body_bytes(e); });
+}
+
+// ---- handling --------------------------------------------------------------------------
+
+/// The request is read: routes it, and if it now waits on a model, watches for the client
+/// leaving meanwhile.
+SERVEKIT_DECL void session::start_handling() {
+  disarm();
+  if (!decode_content()) {
+    return;
+  }
+  handle();
+  if (on_strand_.phase == phase::handling && on_strand_.socket.is_open()) {
+    watch_peer();
+  }
+}
+
+/// A body sent with Content-Encoding gzip or deflate is inflated in place, within
+/// max_body_bytes counted after inflation (a small body cannot expand into a zip bomb); another
+/// coding is 415. False when it answered the request.
+SERVEKIT_DECL bool session::decode_content() {
+  auto& req = on_strand_.parser->get();
+  const auto it = req.find(bhttp::field::content_encoding);
+  if (it == req.end()) {
+    return true;
+  }
+  const auto coding = parse_content_encoding(to_std(it->value()));
+  if (coding == content_coding::identity) {
+    return true;
+  }
+  on_strand_.keep_alive = req.keep_alive();
+  if (coding == content_coding::unsupported) {
+    reply_error(415, fmt::format("unsupported Content-Encoding '{}': gzip, deflate or identity",
+                                 to_std(it->value())));
+    return false;
+  }
+  const std::size_t limit = server_.options().max_body_bytes;
+  switch (inflate_body(req.body(), coding, limit, on_strand_.coded)) {
+  case inflate_result::ok:
+    req.body().swap(on_strand_.coded);
+    req.erase(bhttp::field::content_encoding);
+    return true;
+  case inflate_result::too_large:
+    reply_error(413,
+                fmt::format("request body exceeds the limit of {} bytes once decompressed", limit));
+    return false;
+  case inflate_result::corrupt:
+    break;
+  }
+  reply_error(400, fmt::format("request body is not valid {} data",
+                               coding == content_coding::gzip ? "gzip" : "deflate"));
+  return false;
+}
+
+/// Compresses the response body when the request's Accept-Encoding allows gzip or deflate and
+/// the body is large enough to gain from it.
+SERVEKIT_DECL void session::encode_content() {
+  if (handoff_.body.size() < min_compressed_response_bytes || !on_strand_.parser ||
+      !on_strand_.parser->is_header_done()) {
+    return;
+  }
+  const auto& req = on_strand_.parser->get();
+  const auto it = req.find(bhttp::field::accept_encoding);
+  if (it == req.end()) {
+    return;
+  }
+  const auto coding = choose_response_coding(to_std(it->value()));
+  if (coding == content_coding::identity ||
+      !deflate_body(handoff_.body, coding, on_strand_.coded) ||
+      on_strand_.coded.size() >= handoff_.body.size()) {
+    return;
+  }
+  handoff_.body.swap(on_strand_.coded);
+  on_strand_.head += coding == content_coding::gzip ? "Content-Encoding: gzip\r\n"
+                                                    : "Content-Encoding: deflate\r\n";
+  on_strand_.head += "Vary: Accept-Encoding\r\n";
+}
+
+/// While a request waits on a model: if the client closes its connection, close ours now, so
+/// the descriptor is released at once rather than when the model answers (whose response is
+/// then dropped). Bytes the client sends meanwhile (a pipelined request) stay unread in the
+/// socket for the next request; the watch stops there. Only requests that wait pay for it.
+SERVEKIT_DECL void session::watch_peer() {
+  on_strand_.socket.async_wait(
+      tcp::socket::wait_read, [self = shared_from_this()](const error_code& ec) {
+        if (ec || self->on_strand_.phase != phase::handling || !self->on_strand_.socket.is_open()) {
+          return;
+        }
+        char byte = 0;
+        const auto n =
+            ::recv(self->on_strand_.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          self->close(); // the client left: its response has nowhere to go
+        } else if (n < 0) {
+          self->watch_peer();
+        }
+      });
+}
+
+// ---- timeouts ---------------------------------------------------------------------------
+
+SERVEKIT_DECL void session::arm(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) {
+    disarm();
+    return;
+  }
+  const std::uint32_t generation = ++on_strand_.timer_generation;
+  on_strand_.timer.expires_after(timeout);
+  // A weak reference: a pending timer must not keep a finished session (and its descriptor)
+  // alive; the session's destruction cancels the wait.
+  on_strand_.timer.async_wait([weak = weak_from_this(), generation](const error_code& ec) {
+    if (ec) {
+      return;
+    }
+    if (auto self = weak.lock()) {
+      self->on_timeout(generation);
+    }
+  });
+}
+
+SERVEKIT_DECL void session::disarm() {
+  ++on_strand_.timer_generation;
+  on_strand_.timer.cancel();
+}
+
+/// The timer expired and nothing re-armed it since: the peer was too slow to send or to read.
+SERVEKIT_DECL void session::on_timeout(std::uint32_t generation) {
+  if (generation == on_strand_.timer_generation) {
+    close();
+  }
 }
 
 /// A read ended in an error: answer what deserves an answer (413, 431, 400), else close.
@@ -216,6 +442,7 @@ SERVEKIT_DECL void session::write() {
     on_strand_.head += handoff_.content_type;
     on_strand_.head += "\r\n";
   }
+  encode_content();
   on_strand_.head += "Content-Length: ";
   on_strand_.head += fmt::format_int(handoff_.body.size()).c_str();
   on_strand_.head += "\r\n";
@@ -230,6 +457,7 @@ SERVEKIT_DECL void session::write() {
   on_strand_.head += "\r\n";
   const std::array<asio::const_buffer, 2> buffers{asio::buffer(on_strand_.head),
                                                   asio::buffer(handoff_.body)};
+  arm(server_.options().write_timeout);
   asio::async_write(
       on_strand_.socket, buffers,
       [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_write(ec); });
@@ -240,6 +468,8 @@ SERVEKIT_DECL void session::on_write(const error_code& ec) {
     log();
   }
   recycle();
+  disarm();
+  on_strand_.served_one = true;
   if (ec) {
     close(); // the client is gone: nothing more to do
     return;
@@ -277,7 +507,8 @@ SERVEKIT_DECL void session::recycle() {
     on_strand_.spare_body.swap(on_strand_.parser->get().body());
     on_strand_.parser.reset();
   }
-  for (std::string* s : {&on_strand_.spare_body, &handoff_.body, &on_strand_.head}) {
+  for (std::string* s :
+       {&on_strand_.spare_body, &handoff_.body, &on_strand_.head, &on_strand_.coded}) {
     if (s->capacity() > max_kept_capacity) {
       std::string{}.swap(*s);
     }
@@ -295,6 +526,7 @@ SERVEKIT_DECL void session::drain() {
   on_strand_.socket.shutdown(tcp::socket::shutdown_send, ignored);
   on_strand_.buffer.clear();
   on_strand_.drained = 0;
+  arm(server_.options().header_timeout); // a client that keeps sending is cut off too
   drain_some();
 }
 
@@ -312,6 +544,7 @@ SERVEKIT_DECL void session::drain_some() {
 }
 
 SERVEKIT_DECL void session::close() {
+  disarm();
   error_code ignored;
   on_strand_.socket.close(ignored);
 }
