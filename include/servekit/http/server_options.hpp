@@ -3,6 +3,8 @@
 /// server_options: what servekit::http::server is configured with (host, port, threads, body
 /// limit, readiness, logging). Kept apart from server.hpp so flag parsing needs no Asio.
 
+#include <servekit/http/request_limits.hpp>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +25,7 @@ struct server_options {
   /// After stop(), how long requests in flight get to be answered and written before every
   /// connection still open is closed (Triton's --exit-timeout-secs, default 30).
   std::chrono::seconds exit_timeout{30};
+  request_limits limits; ///< what one request body may ask of the decoders (400 past it)
 };
 
 } // namespace servekit::http
