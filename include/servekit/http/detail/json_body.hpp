@@ -69,16 +69,4 @@ inline constexpr std::size_t max_json_body_depth = 512;
   return {};
 }
 
-/// parse_json_body for a caller that only asks whether the body is usable JSON (the repository
-/// endpoints): the value, or a discarded value (is_discarded()) on any failure, deep nesting
-/// included. Drop-in for nlohmann::json::parse(body, nullptr, false), which has no depth limit.
-[[nodiscard]] inline nlohmann::json
-parse_json_body_or_discarded(std::string_view body, std::size_t max_depth = max_json_body_depth) {
-  nlohmann::json j;
-  if (!parse_json_body(body, j, "the request", max_depth).ok()) {
-    return nlohmann::json(nlohmann::json::value_t::discarded);
-  }
-  return j;
-}
-
 } // namespace servekit::http::detail

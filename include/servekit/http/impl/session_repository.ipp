@@ -8,7 +8,6 @@
 
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
-#include <servekit/http/detail/json_body.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
@@ -33,7 +32,7 @@ SERVEKIT_DECL void session::handle_repository_index() {
   bool ready_only = false;
   const auto& body = on_strand_.parser->get().body();
   if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
-    const auto j = parse_json_body_or_discarded(body, server_.options().limits.max_json_depth);
+    const auto j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
       reply_error(400, "the repository index request body must be a JSON object");
       return;
@@ -55,7 +54,7 @@ SERVEKIT_DECL void session::handle_repository_load_unload() {
   // unload_dependents). We support none of them: refuse rather than ignore them silently.
   const auto& body = on_strand_.parser->get().body();
   if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
-    const auto j = parse_json_body_or_discarded(body, server_.options().limits.max_json_depth);
+    const auto j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
       reply_error(400, "the repository load/unload request body must be a JSON object");
       return;
