@@ -1277,6 +1277,7 @@ TEST(KserveDecode, MemoryIsASmallFactorOfTheBody) {
            static_cast<double>(body.size());
   };
   const double factor = peak_factor();
+  std::printf("decode: peak %.2fx a %zu-byte body\n", factor, body.size());
   EXPECT_LT(factor, 5.5) << "decoding a " << body.size() << "-byte body took " << factor
                          << "x its size at its peak";
   EXPECT_GT(factor, 1.0); // the tensor itself: the counter sees the decoder's allocations
