@@ -125,6 +125,25 @@ TEST(GenerateCodec, NumberOutOfRangeIsTheClientsFault) {
   EXPECT_EQ(s.code(), servekit::status_code::invalid_argument) << s.message();
 }
 
+// The server's request_limits reach the generate path: its body's nesting, and the elements of
+// each input as the decoder takes them.
+TEST(GenerateCodec, RequestLimitsApply) {
+  servekit::http::request_limits l;
+  l.max_json_depth = 3;
+  servekit::http::decoded_infer_request d;
+  auto s =
+      servekit::http::decode_generate_request(R"({"GRID": [[[1]]]})", "m", configs(), false, d, l);
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument);
+  EXPECT_NE(s.message().find("nests deeper than 3 levels"), std::string::npos) << s.message();
+  EXPECT_TRUE(
+      servekit::http::decode_generate_request(R"({"GRID": [[1, 2]]})", "m", configs(), false, d, l)
+          .ok());
+  l.max_tensor_elements = 2;
+  s = servekit::http::decode_generate_request(R"({"IDS": [1, 2, 3]})", "m", configs(), false, d, l);
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument);
+  EXPECT_NE(s.message().find("the limit max_tensor_elements"), std::string::npos) << s.message();
+}
+
 // decode_generate_request parses the body once; it must decode exactly as decode_infer_request
 // decodes translate_generate_request's JSON: same tensors and fields, or the same error.
 void expect_decodes_as_translated(const std::string& body, bool batching) {

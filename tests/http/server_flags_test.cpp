@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include <cstdint>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -193,6 +194,51 @@ TEST(ServerFlags, ArgvOverloadSkipsTheProgramName) {
   EXPECT_EQ(std::get<server_flags>(r).http.port, 9);
   EXPECT_EQ(std::get<server_flags>(r).http.log_verbose, 2);
   EXPECT_EQ(std::get<server_flags>(r).model_repository, "/repo");
+}
+
+// Issue 16: request_limits, one flag each, with their defaults in the usage text.
+TEST(ServerFlags, RequestLimits) {
+  const auto defaults = flags_of(parse({})).http.limits;
+  EXPECT_EQ(defaults.max_json_depth, 512U);
+  EXPECT_EQ(defaults.max_inputs, 1024U);
+  EXPECT_EQ(defaults.max_outputs, 1024U);
+  EXPECT_EQ(defaults.max_tensor_elements, std::uint64_t{1} << 28U);
+
+  const auto p = parse({"--http-max-json-depth", "64", "--http-max-inputs=8", "--http-max-outputs",
+                        "9", "--http-max-tensor-elements=1000"});
+  const auto& l = flags_of(p).http.limits;
+  EXPECT_EQ(l.max_json_depth, 64U);
+  EXPECT_EQ(l.max_inputs, 8U);
+  EXPECT_EQ(l.max_outputs, 9U);
+  EXPECT_EQ(l.max_tensor_elements, 1000U);
+
+  const struct {
+    std::vector<std::string_view> args;
+    std::string expect;
+  } bad[] = {
+      {{"--http-max-json-depth", "513"},
+       "--http-max-json-depth: expected a depth 1..512, got '513'"},
+      {{"--http-max-json-depth=0"}, "--http-max-json-depth: expected a depth 1..512"},
+      {{"--http-max-inputs", "0"}, "--http-max-inputs: expected a positive count, got '0'"},
+      {{"--http-max-outputs=x"}, "--http-max-outputs: expected a positive count"},
+      {{"--http-max-tensor-elements", "-1"}, "--http-max-tensor-elements: expected a positive"},
+  };
+  for (const auto& c : bad) {
+    std::ostringstream out;
+    std::ostringstream err;
+    const auto r =
+        servekit::http::parse_server_flags("servekit-server", c.args, "/default/models", out, err);
+    ASSERT_TRUE(std::holds_alternative<int>(r)) << c.expect;
+    EXPECT_EQ(std::get<int>(r), 2);
+    EXPECT_NE(err.str().find(c.expect), std::string::npos) << err.str();
+  }
+
+  const auto help = parse({"--help"});
+  for (const auto* part :
+       {"--http-max-json-depth N", "(default: 512)", "--http-max-inputs N", "(default: 1024)",
+        "--http-max-outputs N", "--http-max-tensor-elements N", "(default: 268435456)"}) {
+    EXPECT_NE(help.out.find(part), std::string::npos) << part;
+  }
 }
 
 } // namespace

@@ -24,6 +24,7 @@
 #include <servekit/http/decoded_infer_request.hpp>
 #include <servekit/http/detail/json_body.hpp>
 #include <servekit/http/kserve_response.hpp>
+#include <servekit/http/request_limits.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -144,8 +145,9 @@ struct generate_plan {
 
 /// Parses a generate request body into `j`: nesting deeper than json_reader's limit, a syntax
 /// error and a number out of range are invalid_argument.
-[[nodiscard]] inline status parse_generate_body(std::string_view body, nlohmann::json& j) {
-  return parse_json_body(body, j, "the generate request");
+[[nodiscard]] inline status parse_generate_body(std::string_view body, nlohmann::json& j,
+                                                std::size_t max_depth = max_json_body_depth) {
+  return parse_json_body(body, j, "the generate request", max_depth);
 }
 
 /// Checks the parsed generate request `j` for the model `model` (its config's inputs and whether
@@ -260,11 +262,10 @@ struct generate_plan {
 /// batches) into `out`, as decode_infer_request decodes the infer request that
 /// translate_generate_request makes of it: the same result and the same errors, from one parse
 /// of the body. Every error is invalid_argument (resource_exhausted if memory runs out).
-[[nodiscard]] SERVEKIT_DECL status decode_generate_request(std::string_view body,
-                                                           std::string_view model,
-                                                           std::span<const tensor_config> inputs,
-                                                           bool batching,
-                                                           decoded_infer_request& out);
+/// `limits` as for decode_infer_request (the nesting of the generate body itself included).
+[[nodiscard]] SERVEKIT_DECL status decode_generate_request(
+    std::string_view body, std::string_view model, std::span<const tensor_config> inputs,
+    bool batching, decoded_infer_request& out, const request_limits& limits = {});
 
 /// Writes the generate response for a successful `r` into `out` (cleared first):
 /// {"model_name","model_version" (a string),"id" (when set),<output name>: value...}; an output

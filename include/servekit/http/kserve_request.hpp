@@ -14,6 +14,7 @@
 #include <servekit/core/request.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
+#include <servekit/http/request_limits.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -43,9 +44,12 @@ namespace servekit::http {
 /// match "shape" (Triton counts elements only); NaN/Infinity tokens are not accepted (strict JSON
 /// grammar; Triton's rapidjson takes them); JSON nested deeper than 512 levels, duplicate keys,
 /// shared memory and classification are refused.
+///
+/// `limits` bounds the nesting, the inputs, the requested outputs and each input's elements; a
+/// body past one is refused (invalid_argument naming the limit) as soon as it is seen.
 [[nodiscard]] SERVEKIT_DECL status
 decode_infer_request(std::string_view body, std::optional<std::size_t> json_header_length,
-                     decoded_infer_request& out);
+                     decoded_infer_request& out, const request_limits& limits = {});
 
 } // namespace servekit::http
 

@@ -163,6 +163,20 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "  --log-verbose N            > 0: one line per request on stderr (default: 0)\n"
        "  --exit-timeout-secs N      after SIGINT/SIGTERM, how long requests in flight get\n"
        "                             before every connection is closed (default: 30)\n"
+       "  --http-max-json-depth N    deepest JSON nesting of a request body, at most 512\n"
+       "                             (default: ";
+  u += std::to_string(d.limits.max_json_depth);
+  u += ")\n"
+       "  --http-max-inputs N        inputs in one infer/generate request (default: ";
+  u += std::to_string(d.limits.max_inputs);
+  u += ")\n"
+       "  --http-max-outputs N       requested outputs in one request (default: ";
+  u += std::to_string(d.limits.max_outputs);
+  u += ")\n"
+       "  --http-max-tensor-elements N  elements of one input tensor (default: ";
+  u += std::to_string(d.limits.max_tensor_elements);
+  u += ")\n"
+       "                             A request past one of these limits gets 400.\n"
        "  --rate-limit MODE          off, or execution_count: model instances execute only\n"
        "                             when the resources of their instance group's\n"
        "                             rate_limiter are free (default: off)\n"
@@ -205,6 +219,37 @@ template <class Int>
     return std::nullopt;
   }
   return value;
+}
+
+/// The request_limits flags (--http-max-json-depth, --http-max-inputs, --http-max-outputs,
+/// --http-max-tensor-elements): true when `name` is one of them.
+[[nodiscard]] inline bool is_request_limit_flag(std::string_view name) noexcept {
+  return name == "--http-max-json-depth" || name == "--http-max-inputs" ||
+         name == "--http-max-outputs" || name == "--http-max-tensor-elements";
+}
+
+/// Sets the limit `name` (is_request_limit_flag) to `value`; the error message, or empty.
+[[nodiscard]] inline std::string set_request_limit(std::string_view name, std::string_view value,
+                                                   request_limits& limits) {
+  const auto v = parse_flag_integer<std::size_t>(value);
+  if (name == "--http-max-json-depth") {
+    if (!v || *v < 1 || *v > 512) {
+      return "expected a depth 1..512, got '" + std::string(value) + "'";
+    }
+    limits.max_json_depth = *v;
+    return {};
+  }
+  if (!v || *v < 1) {
+    return "expected a positive count, got '" + std::string(value) + "'";
+  }
+  if (name == "--http-max-inputs") {
+    limits.max_inputs = *v;
+  } else if (name == "--http-max-outputs") {
+    limits.max_outputs = *v;
+  } else {
+    limits.max_tensor_elements = static_cast<std::uint64_t>(*v);
+  }
+  return {};
 }
 
 [[nodiscard]] inline std::optional<bool> parse_flag_bool(std::string_view text) {
@@ -265,7 +310,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       rate_limit_resource,
       cache_config,
       model_control,
-      transport
+      transport,
+      request_limit
     };
     kind k{};
     if (name == "--model-repository" || name == "--model-store") {
@@ -294,6 +340,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::model_control;
     } else if (is_transport_flag(name)) {
       k = kind::transport;
+    } else if (detail::is_request_limit_flag(name)) {
+      k = kind::request_limit;
     } else {
       return fail(name, "unknown flag");
     }
@@ -361,6 +409,11 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
         flags.http.exit_timeout = std::chrono::seconds{*v};
       } else {
         return fail(name, "expected a number of seconds, got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::request_limit:
+      if (auto e = detail::set_request_limit(name, value, flags.http.limits); !e.empty()) {
+        return fail(name, e);
       }
       break;
     case kind::rate_limit:

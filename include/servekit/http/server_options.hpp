@@ -4,6 +4,7 @@
 /// limit, readiness, logging). Kept apart from server.hpp so flag parsing needs no Asio.
 
 #include <servekit/http/model_control.hpp>
+#include <servekit/http/request_limits.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -55,6 +56,7 @@ struct server_options {
 
   /// Who may load and unload models, and which APIs need a header (http/model_control.hpp).
   model_control_options model_control;
+  request_limits limits; ///< what one request body may ask of the decoders (400 past it)
 };
 
 } // namespace servekit::http

@@ -35,9 +35,11 @@ class json_reader {
 public:
   static constexpr std::size_t max_depth = 512;
 
-  json_reader(std::string_view text, Handler& handler, std::string& unescaped) noexcept
+  /// `depth_limit`: the nesting refused (request_limits::max_json_depth), at most max_depth.
+  json_reader(std::string_view text, Handler& handler, std::string& unescaped,
+              std::size_t depth_limit = max_depth) noexcept
       : p_{text.data()}, begin_{text.data()}, end_{text.data() + text.size()}, handler_{handler},
-        unescaped_{unescaped} {}
+        unescaped_{unescaped}, depth_limit_{depth_limit < max_depth ? depth_limit : max_depth} {}
 
   /// Reads the whole text: true when it is one JSON value (plus whitespace) and the handler
   /// accepted every event.
@@ -166,8 +168,10 @@ private:
     return (kinds_[i / 64] >> (i % 64) & 1U) != 0;
   }
   bool open(bool object) {
-    if (depth_ == max_depth) {
-      return error("the JSON is nested too deeply");
+    if (depth_ >= depth_limit_) {
+      return error(fmt::format("the JSON is nested too deeply (more than {} levels, the limit "
+                               "max_json_depth)",
+                               depth_limit_));
     }
     const std::uint64_t mask = std::uint64_t{1} << (depth_ % 64);
     if (object) {
@@ -470,6 +474,7 @@ private:
   const char* end_;
   Handler& handler_;
   std::string& unescaped_;
+  std::size_t depth_limit_;
   std::size_t depth_ = 0;
   std::array<std::uint64_t, max_depth / 64> kinds_{}; // bit set: the open container is an object
 };

@@ -124,12 +124,13 @@ inline bool feed_generate_plan(infer_request_parser& p, const generate_plan& pla
 
 SERVEKIT_DECL status decode_generate_request(std::string_view body, std::string_view model,
                                              std::span<const tensor_config> inputs, bool batching,
-                                             decoded_infer_request& out) {
+                                             decoded_infer_request& out,
+                                             const request_limits& limits) {
   out.request = servekit::request{};
   out.outputs.clear();
   out.binary_data_output = false;
   nlohmann::json j;
-  if (status s = detail::parse_generate_body(body, j); !s.ok()) {
+  if (status s = detail::parse_generate_body(body, j, limits.max_json_depth); !s.ok()) {
     return s;
   }
   detail::generate_plan plan;
@@ -137,7 +138,7 @@ SERVEKIT_DECL status decode_generate_request(std::string_view body, std::string_
     return s;
   }
   return detail::decode_with_parser(
-      out, {}, [&plan](detail::infer_request_parser& parser, detail::decode_scratch&) {
+      out, {}, limits, [&plan](detail::infer_request_parser& parser, detail::decode_scratch&) {
         return detail::feed_generate_plan(parser, plan);
       });
 }

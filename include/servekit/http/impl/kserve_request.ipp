@@ -11,6 +11,7 @@
 #include <servekit/http/detail/infer_request_parser.hpp>
 #include <servekit/http/detail/json_reader.hpp>
 #include <servekit/http/kserve_request.hpp>
+#include <servekit/http/request_limits.hpp>
 
 #include <fmt/format.h>
 
@@ -23,7 +24,8 @@ namespace servekit::http {
 
 SERVEKIT_DECL status decode_infer_request(std::string_view body,
                                           std::optional<std::size_t> json_header_length,
-                                          decoded_infer_request& out) {
+                                          decoded_infer_request& out,
+                                          const request_limits& limits) {
   out.request = servekit::request{};
   out.outputs.clear();
   out.binary_data_output = false;
@@ -45,8 +47,11 @@ SERVEKIT_DECL status decode_infer_request(std::string_view body,
   }
 
   return detail::decode_with_parser(
-      out, binary, [json](detail::infer_request_parser& parser, detail::decode_scratch& scratch) {
-        detail::json_reader<detail::infer_request_parser> reader{json, parser, scratch.unescaped};
+      out, binary, limits,
+      [json, &limits](detail::infer_request_parser& parser, detail::decode_scratch& scratch) {
+        detail::json_reader<detail::infer_request_parser> reader{json, parser, scratch.unescaped,
+                                                                 limits.max_json_depth};
+        parser.set_text_size(json.size());
         return reader.parse();
       });
 }

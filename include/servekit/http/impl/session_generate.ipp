@@ -53,9 +53,9 @@ SERVEKIT_DECL void session::handle_generate(bool stream) {
     return;
   }
   const model_ref ref = handoff_.model->model();
-  if (status s =
-          decode_generate_request(on_strand_.parser->get().body(), handoff_.model->options().name,
-                                  ref.inputs(), ref.max_batch_size() > 0, handoff_.decoded);
+  if (status s = decode_generate_request(
+          on_strand_.parser->get().body(), handoff_.model->options().name, ref.inputs(),
+          ref.max_batch_size() > 0, handoff_.decoded, server_.options().limits);
       !s.ok()) {
     reply_error(http_status_for(s.code()), s.message());
     return;

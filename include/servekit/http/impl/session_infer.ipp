@@ -58,7 +58,9 @@ SERVEKIT_DECL void session::handle_infer() {
     }
     header_length = n;
   }
-  if (status s = decode_infer_request(req.body(), header_length, handoff_.decoded); !s.ok()) {
+  if (status s = decode_infer_request(req.body(), header_length, handoff_.decoded,
+                                      server_.options().limits);
+      !s.ok()) {
     reply_error(http_status_for(s.code()), s.message());
     return;
   }

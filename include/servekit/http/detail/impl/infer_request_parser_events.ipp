@@ -325,6 +325,10 @@ SERVEKIT_DECL bool infer_request_parser::data_value(const json_scalar& s, std::s
     scratch_.bytes.append(prefix, 4);
     scratch_.bytes.append(text);
   }
+  if (scratch_.values.size() >= limits_.max_tensor_elements) {
+    return fail(fmt::format("{}: 'data' has more than {} elements (the limit max_tensor_elements)",
+                            input_label(), limits_.max_tensor_elements));
+  }
   scratch_.values.push_back(s);
   return true;
 }
@@ -402,6 +406,10 @@ SERVEKIT_DECL bool infer_request_parser::start(bool object) {
     if (!object) {
       return fail("'inputs' must be an array of objects");
     }
+    if (input_index_ >= limits_.max_inputs) {
+      return fail(fmt::format("the request has more than {} inputs (the limit max_inputs)",
+                              limits_.max_inputs));
+    }
     input_.name.clear();
     input_.has_name = false;
     input_.type.reset();
@@ -433,6 +441,7 @@ SERVEKIT_DECL bool infer_request_parser::start(bool object) {
         return fail(fmt::format("{}: 'data' must be an array", input_label()));
       }
       begin_data_array();
+      reserve_data();
       return push(ctx::data);
     case field::parameters:
       return object ? push(ctx::input_params)
@@ -461,6 +470,10 @@ SERVEKIT_DECL bool infer_request_parser::start(bool object) {
   case ctx::outputs:
     if (!object) {
       return fail("'outputs' must be an array of objects");
+    }
+    if (output_index_ >= limits_.max_outputs) {
+      return fail(fmt::format("the request asks for more than {} outputs (the limit max_outputs)",
+                              limits_.max_outputs));
     }
     output_.name.clear();
     output_.has_name = false;

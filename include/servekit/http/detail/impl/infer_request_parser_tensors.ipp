@@ -49,15 +49,21 @@ SERVEKIT_DECL bool infer_request_parser::finish_input() {
                             "'binary_data_size' in 'parameters', but {}",
                             input_label(), binary ? "set both" : "set neither"));
   }
-  for (const auto& t : out_.request.inputs) {
-    if (t.name == input_.name) {
-      return fail(fmt::format("input '{}' appears more than once", input_.name));
-    }
+  if (!first_of_name(
+          input_names_, out_.request.inputs.size(), input_.name,
+          [this](std::size_t i) -> std::string_view { return out_.request.inputs[i].name; })) {
+    return fail(fmt::format("input '{}' appears more than once", input_.name));
   }
   const auto count = checked_element_count(input_.dims);
   if (!count) {
     return fail(
         fmt::format("{}: shape {} has too many elements", input_label(), to_string(input_.dims)));
+  }
+  if (*count > limits_.max_tensor_elements) {
+    return fail(fmt::format("{}: shape {} has {} elements, more than {} (the limit "
+                            "max_tensor_elements)",
+                            input_label(), to_string(input_.dims), *count,
+                            limits_.max_tensor_elements));
   }
   const data_type type = *input_.type;
 
@@ -236,10 +242,9 @@ SERVEKIT_DECL bool infer_request_parser::finish_output() {
   if (!output_.has_name) {
     return fail(fmt::format("outputs[{}] has no 'name'", output_index_));
   }
-  for (const auto& o : out_.outputs) {
-    if (o.name == output_.name) {
-      return fail(fmt::format("output '{}' is requested more than once", output_.name));
-    }
+  if (!first_of_name(output_names_, out_.outputs.size(), output_.name,
+                     [this](std::size_t i) -> std::string_view { return out_.outputs[i].name; })) {
+    return fail(fmt::format("output '{}' is requested more than once", output_.name));
   }
   out_.request.requested_outputs.push_back(output_.name);
   out_.outputs.push_back(requested_output{std::move(output_.name), output_.binary});
