@@ -102,8 +102,7 @@ int main(int argc, char** argv) try {
   // Whatever is still owed is answered "server is shutting down"; a backend stuck in execute
   // must not keep the process alive (destroying `models` would wait for it).
   if (!servekit::shutdown_models(models, servekit::shutdown_mode::abort, std::chrono::seconds{1})) {
-    fmt::print(stderr, "servekit-server: a backend is still executing; exiting without it
-");
+    fmt::print(stderr, "servekit-server: a backend is still executing; exiting without it\n");
     std::fflush(nullptr);
     std::quick_exit(0);
   }

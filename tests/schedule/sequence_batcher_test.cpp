@@ -834,6 +834,29 @@ TYPED_TEST(sequence_batcher_both, a_hold_no_arrival_feeds_is_released_after_the_
   r.expect_all_ok({"a0", "b0"});
 }
 
+// Triton's test_half_batch layout in virtual time: two instances with 2 slots each, DELAY 8,
+// two interleaved 4-request sequences sent without waiting: the hold counts the requests of
+// both instances, so the 8th arrival releases it and both sequences run (they hung when each
+// instance counted only its own).
+TYPED_TEST(sequence_batcher_both, the_hold_counts_the_requests_of_every_instance) {
+  auto settings = model_for<TypeParam>(2);
+  settings.hold_until_queued = 8;
+  rig<TypeParam> r{settings, 2, latency(100)};
+  std::vector<std::string> ids;
+  for (int k = 0; k < 4; ++k) {
+    for (std::uint64_t s = 1; s <= 2; ++s) {
+      const std::string id = std::string(1, static_cast<char>('a' + s - 1)) + std::to_string(k);
+      const auto f = k == 0 ? flags::start : (k == 3 ? flags::end : flags::middle);
+      r.submit(static_cast<std::int64_t>(k * 2 + static_cast<int>(s)), seq(id, s, f));
+      ids.push_back(id);
+    }
+  }
+  r.sim.run();
+  ASSERT_FALSE(r.batches().empty());
+  EXPECT_EQ(r.batches().front().start_us, 8) << "the first batch waits for the 8th request";
+  r.expect_all_ok(ids);
+}
+
 // Triton's test_backlog layout in virtual time: one instance with 4 slots, DELAY 12 and
 // BACKLOG 3, five interleaved 3-request sequences (the fifth backlogged): the last arrival, a
 // backlogged request, releases the hold and the four slot-bound sequences run at once.

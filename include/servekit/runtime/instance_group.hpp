@@ -72,6 +72,10 @@ group_gpus(const instance_group_options& group, const std::string& path,
 
 } // namespace detail
 
+/// The most instances a model may have (every instance is a thread and a backend, made when the
+/// model loads): a larger instance_group count is a config_error, not an attempt to start them.
+inline constexpr std::int64_t max_instances_per_model = 1024;
+
 /// Triton's placement rules applied to a config's instance groups, as Triton's model config
 /// endpoint shows them once the model is loaded: every group named ("<model>_<group index>"),
 /// KIND_AUTO resolved to KIND_GPU with its GPUs (the listed ones, else every visible one) or to
@@ -83,10 +87,6 @@ group_gpus(const instance_group_options& group, const std::string& path,
 /// go unchecked. Throws config_error for a count below 1, more than
 /// max_instances_per_model instances in all, a GPU group without GPUs, or a GPU
 /// that is not visible. Resolving resolved groups changes nothing.
-/// The most instances a model may have (every instance is a thread and a backend, made when the
-/// model loads): a larger instance_group count is a config_error, not an attempt to start them.
-inline constexpr std::int64_t max_instances_per_model = 1024;
-
 [[nodiscard]] SERVEKIT_DECL std::vector<instance_group_options>
 resolve_instance_groups(const std::string& model_name,
                         const std::vector<instance_group_options>& groups,
