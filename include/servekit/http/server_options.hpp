@@ -55,8 +55,8 @@ struct server_options {
   std::size_t stream_buffer_bytes = std::size_t{1} << 20;
 
   /// Who may load and unload models, and which APIs need a header (http/model_control.hpp).
-  model_control_options model_control;
-  request_limits limits; ///< what one request body may ask of the decoders (400 past it)
+  model_control_options model_control{};
+  request_limits limits{}; ///< what one request body may ask of the decoders (400 past it)
 };
 
 } // namespace servekit::http
