@@ -291,7 +291,8 @@ TEST(ServerFlags, ModelControlFlags) {
 // ---- connection timeouts and limits ----------------------------------------------------------
 
 TEST(ServerFlags, TransportDefaultsAreNginxs) {
-  const auto& f = flags_of(parse({}));
+  const auto p = parse({}); // flags_of returns a reference into it: keep it alive
+  const auto& f = flags_of(p);
   EXPECT_EQ(f.http.header_timeout, std::chrono::seconds{60});
   EXPECT_EQ(f.http.body_timeout, std::chrono::seconds{60});
   EXPECT_EQ(f.http.body_total_timeout, std::chrono::seconds{600});
