@@ -281,6 +281,36 @@ TEST(ServerE2E, ModelMetadataHasTheBatchDimension) {
   EXPECT_EQ(identity.at("inputs")[0].at("shape"), json::array({-1, -1}));
 }
 
+// A config that leaves the tensors and max_batch_size to the backend's declarations: metadata and
+// /config describe the model as it resolved them (Triton's auto-complete), not the file's empty
+// lists (perf_analyzer and Triton's clients read the inputs from the metadata).
+TEST(ServerE2E, MetadataAndConfigShowWhatTheBackendDeclares) {
+  temp_repository repo;
+  repo.write("auto_add_sub", R"({"name": "auto_add_sub", "backend": "add_sub"})");
+  running_server s{repo.path()};
+  auto c = s.client();
+  const auto metadata = c->get("/v2/models/auto_add_sub");
+  ASSERT_EQ(metadata.status, 200U) << metadata.body;
+  const auto m = parse(metadata);
+  ASSERT_EQ(m.at("inputs").size(), 2U) << m.dump();
+  EXPECT_EQ(m["inputs"][0], (json{{"name", "INPUT0"}, {"datatype", "FP32"}, {"shape", {-1}}}));
+  EXPECT_EQ(m["inputs"][1].at("name"), "INPUT1");
+  ASSERT_EQ(m.at("outputs").size(), 2U) << m.dump();
+  EXPECT_EQ(m["outputs"][1], (json{{"name", "OUTPUT1"}, {"datatype", "FP32"}, {"shape", {-1}}}));
+  const auto config = c->get("/v2/models/auto_add_sub/config");
+  ASSERT_EQ(config.status, 200U) << config.body;
+  const auto j = parse(config);
+  EXPECT_EQ(j.at("max_batch_size"), 0) << j.dump();
+  ASSERT_EQ(j.at("input").size(), 2U) << j.dump();
+  EXPECT_EQ(j["input"][0].at("name"), "INPUT0");
+  EXPECT_EQ(j["input"][0].at("data_type"), "TYPE_FP32");
+  EXPECT_EQ(j["input"][0].at("dims"), json::array({-1}));
+  ASSERT_EQ(j.at("output").size(), 2U) << j.dump();
+  EXPECT_EQ(j["output"][0].at("name"), "OUTPUT0");
+  ASSERT_EQ(j.at("instance_group").size(), 1U) << j.dump(); // as placed
+  EXPECT_EQ(j["instance_group"][0].at("kind"), "KIND_CPU");
+}
+
 TEST(ServerE2E, ModelReadyAndConfig) {
   running_server s{bundled_models};
   auto c = s.client();

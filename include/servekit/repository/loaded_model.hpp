@@ -96,6 +96,7 @@ public:
     if (const model_options* running = servable_.options(); running != nullptr && !ensemble_) {
       config_.instance_group = running->instance_group;
     }
+    complete_from_servable();
   }
 
   loaded_model(const loaded_model&) = delete;
@@ -104,6 +105,28 @@ public:
 
 private:
   friend class detail::model_reaper<loaded_model>;
+
+  /// What a config may leave to the backend (inputs, outputs, max_batch_size) filled in from the
+  /// model as it resolved them, as Triton's auto-complete does: metadata and the config endpoint
+  /// then describe the model that serves, not the file (clients such as perf_analyzer read the
+  /// tensors from there).
+  void complete_from_servable() {
+    if (!servable_) {
+      return;
+    }
+    const model_ref m = servable_.ref();
+    if (config_.input.empty()) {
+      const auto inputs = m.inputs();
+      config_.input.assign(inputs.begin(), inputs.end());
+    }
+    if (config_.output.empty()) {
+      const auto outputs = m.outputs();
+      config_.output.assign(outputs.begin(), outputs.end());
+    }
+    if (!config_.max_batch_size) {
+      config_.max_batch_size = m.max_batch_size();
+    }
+  }
   friend class model_repository; // shutdown_decoupled_models
 
   void shutdown(shutdown_mode mode) { servable_.shutdown(mode); }

@@ -55,6 +55,10 @@ inline constexpr std::uint32_t max_header_bytes = 16 * 1024;
 /// connection reads and discards up to this much before closing, so the client sees the
 /// response rather than a reset.
 inline constexpr std::size_t max_drain_bytes = std::size_t{256} << 20;
+
+/// The most one read ahead (an idle keep-alive connection, or one whose request waits on a
+/// model) takes from the socket: what Beast's own reads take, at least 512 bytes.
+inline constexpr std::size_t read_ahead_bytes = std::size_t{64} << 10;
 /// Descriptors kept out of max_connections' default for model files, the repository and logs.
 inline constexpr std::size_t descriptor_reserve = 256;
 /// Past max_connections, this many more connections are read and answered 503; past that

@@ -130,12 +130,18 @@ private:
   void start_handling();
   [[nodiscard]] bool decode_content();
   void encode_content();
-  void watch_peer();
-  /// Closes the connection if `timeout` passes before the next arm() or disarm() (one timer
-  /// per session; a zero timeout disarms).
+  /// Waits for the client's next bytes without a request to parse them into: on an idle
+  /// keep-alive connection, and while a request waits on a model (so a client that leaves is
+  /// seen at once). What arrives stays in the buffer for the next request.
+  void read_ahead();
+  void on_read_ahead(const error_code& ec, std::size_t n);
+  /// Closes the connection if `timeout` passes before the next arm() or disarm() (a zero
+  /// timeout disarms). Both only move the session's deadline; the timer follows it lazily
+  /// (see start_timer), so a request does not pay for a timer wait per phase.
   void arm(std::chrono::milliseconds timeout);
-  void disarm();
-  void on_timeout(std::uint32_t generation);
+  void disarm() noexcept;
+  void start_timer(std::chrono::steady_clock::time_point expiry);
+  void on_timer(std::uint32_t generation);
   void read_failed(const error_code& ec, bool request_started);
   void fail_request(unsigned status, std::string_view message);
   void reply(unsigned status, std::string_view content_type);
@@ -222,7 +228,13 @@ private:
     socket_type socket;
     /// The connection's only timer: header, body, keep-alive and write timeouts (arm()).
     asio::steady_timer timer{socket.get_executor()};
-    std::uint32_t timer_generation = 0; ///< bumped by arm()/disarm(): stale expiries are ignored
+    /// When the connection is cut off; max(): no limit (disarmed).
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    /// When the pending timer wait ends; max(): none pending. Never later than `deadline`.
+    std::chrono::steady_clock::time_point timer_expiry =
+        std::chrono::steady_clock::time_point::max();
+    std::uint32_t timer_generation = 0; ///< bumped per timer wait: superseded waits are ignored
+    bool reading_ahead = false;         ///< read_ahead()'s read is pending
     std::chrono::steady_clock::time_point body_deadline{}; ///< the whole body's time limit
     bool served_one = false; ///< a request was answered: the next wait is keep-alive
     bool over_limit = false; ///< past max_connections: the request gets 503

@@ -18,6 +18,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
@@ -26,11 +27,9 @@
 
 #include <fmt/format.h>
 
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -91,22 +90,18 @@ SERVEKIT_DECL void session::read_header() {
   // Lend the parser the previous request's body string, so its capacity is reused.
   on_strand_.spare_body.clear();
   on_strand_.parser->get().body().swap(on_strand_.spare_body);
-  if (!on_strand_.served_one || on_strand_.buffer.size() > 0) {
+  if (on_strand_.buffer.size() > 0 || (!on_strand_.served_one && !on_strand_.reading_ahead)) {
     read_header_now();
     return;
   }
   // An idle keep-alive connection: keepalive_timeout until the next request's first byte,
   // then header_timeout for the rest of its header (nginx's keepalive_timeout and
-  // client_header_timeout).
+  // client_header_timeout). The read started while the last request was handled, if any, goes
+  // on as this wait.
   arm(server_.options().keepalive_timeout);
-  on_strand_.socket.async_wait(tcp::socket::wait_read,
-                               [self = shared_from_this()](const error_code& ec) {
-                                 if (ec) {
-                                   self->close();
-                                 } else {
-                                   self->read_header_now();
-                                 }
-                               });
+  if (!on_strand_.reading_ahead) {
+    read_ahead();
+  }
 }
 
 SERVEKIT_DECL void session::read_header_now() {
@@ -257,8 +252,12 @@ SERVEKIT_DECL void session::start_handling() {
     return;
   }
   handle();
-  if (on_strand_.phase == phase::handling && on_strand_.socket.is_open()) {
-    watch_peer();
+  // A request that waits on a model: read ahead, so a client that leaves meanwhile is seen at
+  // once (its descriptor released now, not when the model answers). Bytes already buffered (a
+  // pipelined request) are the next request's; the socket is not read past them.
+  if (on_strand_.phase == phase::handling && on_strand_.socket.is_open() &&
+      on_strand_.buffer.size() == 0 && !on_strand_.reading_ahead) {
+    read_ahead();
   }
 }
 
@@ -323,25 +322,55 @@ SERVEKIT_DECL void session::encode_content() {
   on_strand_.head += "Vary: Accept-Encoding\r\n";
 }
 
-/// While a request waits on a model: if the client closes its connection, close ours now, so
-/// the descriptor is released at once rather than when the model answers (whose response is
-/// then dropped). Bytes the client sends meanwhile (a pipelined request) stay unread in the
-/// socket for the next request; the watch stops there. Only requests that wait pay for it.
-SERVEKIT_DECL void session::watch_peer() {
-  on_strand_.socket.async_wait(
-      tcp::socket::wait_read, [self = shared_from_this()](const error_code& ec) {
-        if (ec || self->on_strand_.phase != phase::handling || !self->on_strand_.socket.is_open()) {
-          return;
-        }
-        char byte = 0;
-        const auto n =
-            ::recv(self->on_strand_.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          self->close(); // the client left: its response has nowhere to go
-        } else if (n < 0) {
-          self->watch_peer();
-        }
+/// One read into the connection's buffer, in place of a wait for readability: whatever it
+/// brings (the next request's first bytes, a pipelined request) is kept for read_header, and a
+/// request costs one read either way. On the strand; nothing else touches the buffer meanwhile
+/// (the request before was read whole).
+SERVEKIT_DECL void session::read_ahead() {
+  on_strand_.reading_ahead = true;
+  on_strand_.socket.async_read_some(
+      on_strand_.buffer.prepare(beast::read_size(on_strand_.buffer, read_ahead_bytes)),
+      [self = shared_from_this()](const error_code& ec, std::size_t n) {
+        self->on_read_ahead(ec, n);
       });
+}
+
+SERVEKIT_DECL void session::on_read_ahead(const error_code& ec, std::size_t n) {
+  on_strand_.reading_ahead = false;
+  on_strand_.buffer.commit(n);
+  if (ec == asio::error::operation_aborted || !on_strand_.socket.is_open()) {
+    return; // closed meanwhile
+  }
+  switch (on_strand_.phase) {
+  case phase::reading_header: // the keep-alive wait
+    if (ec) {
+      close(); // the client closed its idle connection
+    } else {
+      read_header_now();
+    }
+    return;
+  case phase::handling:
+    if (ec) {
+      close(); // the client left: its response has nowhere to go
+    }
+    return; // else: the next request's bytes, parsed once this one is answered
+  case phase::writing:
+    if (ec) {
+      on_strand_.close_after = true; // nothing more comes: close once the response is out
+    }
+    return;
+  case phase::draining:
+    on_strand_.drained += n;
+    on_strand_.buffer.clear();
+    if (ec || on_strand_.drained > max_drain_bytes) {
+      close();
+    } else {
+      drain_some();
+    }
+    return;
+  case phase::reading_body:
+    return; // not reached: the body is read only with no read ahead pending
+  }
 }
 
 // ---- timeouts ---------------------------------------------------------------------------
@@ -351,8 +380,24 @@ SERVEKIT_DECL void session::arm(std::chrono::milliseconds timeout) {
     disarm();
     return;
   }
+  on_strand_.deadline = std::chrono::steady_clock::now() + timeout;
+  // A wait ending no later than the deadline is already pending: when it ends, on_timer waits
+  // on for what is left. So a request moving through its phases (keep-alive, header, body,
+  // write) only reads the clock; the timer is reset when a deadline comes earlier than the
+  // pending wait, or no wait is pending.
+  if (on_strand_.timer_expiry > on_strand_.deadline) {
+    start_timer(on_strand_.deadline);
+  }
+}
+
+SERVEKIT_DECL void session::disarm() noexcept {
+  on_strand_.deadline = std::chrono::steady_clock::time_point::max();
+}
+
+SERVEKIT_DECL void session::start_timer(std::chrono::steady_clock::time_point expiry) {
   const std::uint32_t generation = ++on_strand_.timer_generation;
-  on_strand_.timer.expires_after(timeout);
+  on_strand_.timer_expiry = expiry;
+  on_strand_.timer.expires_at(expiry); // cancels the wait pending, if any
   // A weak reference: a pending timer must not keep a finished session (and its descriptor)
   // alive; the session's destruction cancels the wait.
   on_strand_.timer.async_wait([weak = weak_from_this(), generation](const error_code& ec) {
@@ -360,20 +405,26 @@ SERVEKIT_DECL void session::arm(std::chrono::milliseconds timeout) {
       return;
     }
     if (auto self = weak.lock()) {
-      self->on_timeout(generation);
+      self->on_timer(generation);
     }
   });
 }
 
-SERVEKIT_DECL void session::disarm() {
-  ++on_strand_.timer_generation;
-  on_strand_.timer.cancel();
-}
-
-/// The timer expired and nothing re-armed it since: the peer was too slow to send or to read.
-SERVEKIT_DECL void session::on_timeout(std::uint32_t generation) {
-  if (generation == on_strand_.timer_generation) {
-    close();
+/// A timer wait ended: closes the connection if its deadline has passed, else waits on until
+/// the deadline (moved by arm() meanwhile), unless disarmed.
+SERVEKIT_DECL void session::on_timer(std::uint32_t generation) {
+  if (generation != on_strand_.timer_generation) {
+    return; // superseded by a later start_timer
+  }
+  on_strand_.timer_expiry = std::chrono::steady_clock::time_point::max();
+  if (on_strand_.deadline == std::chrono::steady_clock::time_point::max() ||
+      !on_strand_.socket.is_open()) {
+    return;
+  }
+  if (std::chrono::steady_clock::now() >= on_strand_.deadline) {
+    close(); // the peer was too slow to send or to read
+  } else {
+    start_timer(on_strand_.deadline);
   }
 }
 
@@ -524,9 +575,12 @@ SERVEKIT_DECL void session::drain() {
   }
   error_code ignored;
   on_strand_.socket.shutdown(tcp::socket::shutdown_send, ignored);
-  on_strand_.buffer.clear();
   on_strand_.drained = 0;
   arm(server_.options().header_timeout); // a client that keeps sending is cut off too
+  if (on_strand_.reading_ahead) {
+    return; // its read drains on (on_read_ahead)
+  }
+  on_strand_.buffer.clear();
   drain_some();
 }
 
@@ -544,7 +598,11 @@ SERVEKIT_DECL void session::drain_some() {
 }
 
 SERVEKIT_DECL void session::close() {
+  // The timer is cancelled for real here: a pending wait would keep the io_context running.
   disarm();
+  ++on_strand_.timer_generation;
+  on_strand_.timer_expiry = std::chrono::steady_clock::time_point::max();
+  on_strand_.timer.cancel();
   error_code ignored;
   on_strand_.socket.close(ignored);
 }
