@@ -325,12 +325,16 @@ SERVEKIT_DECL bool infer_request_parser::data_value(const json_scalar& s, std::s
     scratch_.bytes.append(prefix, 4);
     scratch_.bytes.append(text);
   }
-  if (scratch_.values.size() >= limits_.max_tensor_elements) {
-    return fail(fmt::format("{}: 'data' has more than {} elements (the limit max_tensor_elements)",
-                            input_label(), limits_.max_tensor_elements));
+  if (scratch_.values.size() >= limits_.max_tensor_elements) [[unlikely]] {
+    return fail_too_many_elements();
   }
   scratch_.values.push_back(s);
   return true;
+}
+
+SERVEKIT_DECL bool infer_request_parser::fail_too_many_elements() {
+  return fail(fmt::format("{}: 'data' has more than {} elements (the limit max_tensor_elements)",
+                          input_label(), limits_.max_tensor_elements));
 }
 
 SERVEKIT_DECL bool infer_request_parser::shape_value(const json_scalar& s) {
