@@ -27,7 +27,6 @@
 
 #include <fmt/format.h>
 
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -106,6 +105,17 @@ SERVEKIT_DECL void session::read_header() {
 
 SERVEKIT_DECL void session::read_header_now() {
   arm(server_.options().header_timeout);
+  if (on_strand_.buffer.size() > 0) {
+    // Usually the read ahead brought the whole header: parse it here. Beast's read would find
+    // it too, but completes through a post (another pass through the scheduler per request).
+    // A header not yet whole is left in the buffer (put consumes nothing) for the read below.
+    error_code ec;
+    on_strand_.buffer.consume(on_strand_.parser->put(on_strand_.buffer.data(), ec));
+    if (ec != bhttp::error::need_more && (ec || on_strand_.parser->is_header_done())) {
+      on_header(ec);
+      return;
+    }
+  }
   bhttp::async_read_header(
       on_strand_.socket, on_strand_.buffer, *on_strand_.parser,
       [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_header(ec); });
