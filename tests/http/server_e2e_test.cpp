@@ -547,6 +547,59 @@ TEST(ServerE2E, AccumulateSumsInterleavedSequences) {
   EXPECT_EQ(accumulate(*c, "accumulate", numeric, 7, true, true), 7);
 }
 
+// Triton's implicit state: listing the output state in `output` lets a client request it (for
+// debugging); the model still keeps it as its state. The bundled config does not list it, so
+// there clients never see it (AccumulateSumsInterleavedSequences).
+TEST(ServerE2E, OutputStateListedAsAnOutputIsReturnedOnRequest) {
+  temp_repository repo;
+  repo.copy_bundled("accumulate");
+  {
+    std::ifstream in{repo.path() / "accumulate" / "config.json"};
+    json config = json::parse(in);
+    config["output"].push_back(
+        json{{"name", "OUTPUT_STATE"}, {"data_type", "TYPE_INT32"}, {"dims", {1}}});
+    repo.write("accumulate", config.dump(2));
+  }
+  running_server s{repo.path()};
+  ASSERT_TRUE(s.repository().find("accumulate")) << "the config listing OUTPUT_STATE must load";
+  auto c = s.client();
+  const auto send = [&](int value, bool start, const json& outputs) {
+    json parameters{{"sequence_id", 42}};
+    if (start) {
+      parameters["sequence_start"] = true;
+    }
+    json body{
+        {"parameters", parameters},
+        {"inputs",
+         {json{{"name", "INPUT"}, {"datatype", "INT32"}, {"shape", {1, 1}}, {"data", {value}}}}}};
+    if (!outputs.is_null()) {
+      body["outputs"] = outputs;
+    }
+    const auto r = c->post("/v2/models/accumulate/infer", body.dump());
+    EXPECT_EQ(r.status, 200U) << r.body;
+    return parse(r);
+  };
+  // Asked for: OUTPUT_STATE comes back with the running sum, beside OUTPUT.
+  const auto first =
+      send(5, true, json::array({json{{"name", "OUTPUT"}}, json{{"name", "OUTPUT_STATE"}}}));
+  ASSERT_EQ(first.at("outputs").size(), 2U) << first.dump();
+  EXPECT_EQ(first["outputs"][1].at("name"), "OUTPUT_STATE");
+  EXPECT_EQ(first["outputs"][1].at("data")[0], 5);
+  // None named: every output of the config, the state included, as Triton returns them.
+  const auto second = send(7, false, json{});
+  ASSERT_EQ(second.at("outputs").size(), 2U) << second.dump();
+  EXPECT_EQ(second["outputs"][0].at("data")[0], 12);
+  EXPECT_EQ(second["outputs"][1].at("data")[0], 12);
+  const auto third = send(1, false, json::array({json{{"name", "OUTPUT_STATE"}}}));
+  ASSERT_EQ(third.at("outputs").size(), 1U) << third.dump();
+  EXPECT_EQ(third["outputs"][0].at("name"), "OUTPUT_STATE");
+  EXPECT_EQ(third["outputs"][0].at("data")[0], 13);
+  // The metadata lists it, as Triton's does for an output in the config.
+  const auto metadata = parse(c->get("/v2/models/accumulate"));
+  ASSERT_EQ(metadata.at("outputs").size(), 2U) << metadata.dump();
+  EXPECT_EQ(metadata["outputs"][1].at("name"), "OUTPUT_STATE");
+}
+
 TEST(ServerE2E, AccumulateSequencesFromConcurrentClients) {
   running_server s{bundled_models};
   constexpr int clients = 4;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,11 @@ struct resolved_config {
 };
 
 namespace detail {
+/// Throws config_error unless every tensor of `configured` matches one of `declared` (none
+/// declared: anything goes). Names in `state_outputs` (implicit states' outputs) are exempt.
 SERVEKIT_DECL void check_declared(const std::vector<tensor_config>& configured,
-                                  std::span<const tensor_declaration> declared, const char* field);
+                                  std::span<const tensor_declaration> declared, const char* field,
+                                  std::span<const std::string> state_outputs = {});
 } // namespace detail
 
 /// Which scheduler a model type composes, as far as the configuration cares.
@@ -98,7 +102,13 @@ template <class B>
                        "the backend does not support batching, so max_batch_size must be 0");
   }
   detail::check_declared(options.input, traits::inputs, "input");
-  detail::check_declared(options.output, traits::outputs, "output");
+  std::vector<std::string> state_outputs;
+  if (options.sequence_batching) {
+    for (const auto& state : options.sequence_batching->state) {
+      state_outputs.push_back(state.output_name);
+    }
+  }
+  detail::check_declared(options.output, traits::outputs, "output", state_outputs);
   out.inputs = options.input.empty() ? to_configs(traits::inputs) : options.input;
   out.outputs = options.output.empty() ? to_configs(traits::outputs) : options.output;
 

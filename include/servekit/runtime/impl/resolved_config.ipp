@@ -6,15 +6,24 @@
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 
+#include <algorithm>
+
 namespace servekit::detail {
 
 SERVEKIT_DECL void check_declared(const std::vector<tensor_config>& configured,
-                                  std::span<const tensor_declaration> declared, const char* field) {
+                                  std::span<const tensor_declaration> declared, const char* field,
+                                  std::span<const std::string> state_outputs) {
   if (declared.empty()) {
     return;
   }
   for (std::size_t i = 0; i < configured.size(); ++i) {
     const auto& c = configured[i];
+    // An implicit state's output listed as a model output, so that a client may request it
+    // (Triton's implicit state): the state store produces it, not the backend's declarations;
+    // sequence_batching's validation checks it against the state.
+    if (std::find(state_outputs.begin(), state_outputs.end(), c.name) != state_outputs.end()) {
+      continue;
+    }
     const tensor_declaration* match = nullptr;
     for (const auto& d : declared) {
       if (d.name == c.name) {
