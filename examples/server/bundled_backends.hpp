@@ -7,7 +7,10 @@
 
 #include "backends/accumulate.hpp"
 #include "backends/add_sub.hpp"
+#include "backends/add_sub_int32.hpp"
+#include "backends/dyna_sequence.hpp"
 #include "backends/identity.hpp"
+#include "backends/input_plus_controls.hpp"
 #include "gpu_accumulate/gpu_accumulate_backend.hpp" // examples/cuda: GPU path when built with CUDA
 #include "mlp/mlp_backend.hpp"
 #include "repeat/repeat_backend.hpp" // examples/repeat: decoupled
@@ -21,6 +24,10 @@ using bundled_backends = servekit::backend_list<
     servekit::named_backend<"identity", identity_backend>,
     servekit::named_backend<"accumulate", accumulate_backend>,
     servekit::named_backend<"repeat", repeat::backend>,
+    // Triton's example models (examples/models-triton): simple, simple_string, the sequences.
+    servekit::named_backend<"add_sub_int32", add_sub_int32_backend>,
+    servekit::named_backend<"input_plus_controls", input_plus_controls_backend>,
+    servekit::named_backend<"dyna_sequence", dyna_sequence_backend>,
     servekit::named_backend<"gpu_mlp", cuda_examples::mlp_backend>,
     servekit::named_backend<"gpu_accumulate", cuda_examples::gpu_accumulate_backend,
                             cuda_examples::gpu_accumulate_state_store>>;
@@ -33,6 +40,10 @@ SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::add_sub_backend, servekit::host_st
 SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::identity_backend, servekit::host_state_store);
 SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::accumulate_backend, servekit::host_state_store);
 SERVEKIT_EXTERN_COMPOSITIONS(repeat::backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::add_sub_int32_backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::input_plus_controls_backend,
+                             servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::dyna_sequence_backend, servekit::host_state_store);
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::mlp_backend, servekit::host_state_store);
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::gpu_accumulate_backend,
                              cuda_examples::gpu_accumulate_state_store);

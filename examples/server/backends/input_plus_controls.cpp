@@ -1,0 +1,6 @@
+// The models of the bundled `input_plus_controls` backend (its four compositions), compiled once
+// for servekit-server and the tests that serve the bundled models (bundled_backends.hpp).
+#include "bundled_backends.hpp"
+
+SERVEKIT_INSTANTIATE_COMPOSITIONS(servekit_server::input_plus_controls_backend,
+                                  servekit::host_state_store);
