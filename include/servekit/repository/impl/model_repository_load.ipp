@@ -143,7 +143,7 @@ SERVEKIT_DECL status model_repository::add(std::string_view name, std::int64_t v
   }
   const std::lock_guard lock{write_mutex_};
   std::error_code ec;
-  if (!root_.empty() && std::filesystem::exists(root_ / model_name, ec)) {
+  if (!root_.empty() && std::filesystem::is_directory(root_ / model_name, ec)) {
     return invalid_argument(what + "the model repository has a folder '" + model_name +
                             "' (a name belongs to a folder or to the program, not both)");
   }
@@ -232,7 +232,7 @@ SERVEKIT_DECL status model_repository::load(std::string_view name) {
     // A servable the program registered: built again with its factories, next to the serving
     // versions, as a folder's model is.
     std::error_code ec;
-    if (!root_.empty() && std::filesystem::exists(root_ / std::string{name}, ec)) {
+    if (!root_.empty() && std::filesystem::is_directory(root_ / std::string{name}, ec)) {
       return invalid_argument("failed to load '" + std::string{name} +
                               "': the program registered the model and the model repository now "
                               "has a folder of that name; rename or remove one");
