@@ -44,7 +44,6 @@
 #include <fstream>
 #include <future>
 #include <memory>
-#include <ranges>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -370,10 +369,10 @@ int main(int argc, char** argv) {
       }
       served_model hosted{m->model()};
       const auto answers = infer_all(hosted);
-      const auto agree = std::ranges::count_if(std::views::iota(0, images), [&](int n) {
-        const auto i = static_cast<std::size_t>(n);
-        return identical(compiled[i], answers[i]);
-      });
+      int agree = 0;
+      for (std::size_t i = 0; i < answers.size(); ++i) {
+        agree += identical(compiled[i], answers[i]) ? 1 : 0;
+      }
       fmt::print("served '{}' in process: {}/{} responses identical\n", name, agree, images);
       ok = agree == images && ok;
     }
