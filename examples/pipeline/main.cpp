@@ -9,20 +9,31 @@
 //   1. at compile time, `servekit::ensemble<...>`: the compiler checks the wiring;
 //   2. from Triton's `ensemble_scheduling` JSON (models/pipeline/config.json) over models
 //      registered by name, `servekit::runtime_ensemble`: the same checks run at load.
-// Both forms must answer every request identically. Exits 1 on any failure or difference.
+// Both forms must answer every request identically. Then
+//   3. a servekit::model_repository serves both, in process and over HTTP: the program registers
+//      the compile-time pipeline (with models of its own) and the three models by name; the
+//      JSON pipeline of models/ is built over those.
+// Exits 1 on any failure or difference. With --serve it then serves until Ctrl-C (port 8000).
 //
-//     pipeline [path/to/models/pipeline/config.json]
+//     pipeline [path/to/models/pipeline/config.json] [--serve]
 #include "backends.hpp"
 
 #include <servekit/config.hpp>
 #include <servekit/core.hpp>
 #include <servekit/ensemble.hpp>
+#include <servekit/http/server.hpp>
 #include <servekit/metrics.hpp>
+#include <servekit/repository.hpp>
 #include <servekit/runtime.hpp>
 #include <servekit/schedule.hpp>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -32,10 +43,13 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -157,6 +171,66 @@ bool all_ok(const std::vector<servekit::response>& responses) {
   return ok;
 }
 
+/// A model the repository serves, with the `infer` infer_all calls (a model_ref only submits).
+struct served_model {
+  servekit::model_ref model;
+
+  std::future<servekit::response> infer(servekit::request&& r) const {
+    auto promise = std::make_shared<std::promise<servekit::response>>();
+    auto future = promise->get_future();
+    const std::string id = r.id;
+    const auto accepted = model.submit(std::move(r), [promise](servekit::response&& out) {
+      if (out.final) {
+        promise->set_value(std::move(out));
+      }
+    });
+    if (!accepted.ok()) {
+      promise->set_value(servekit::response::failure(accepted, id));
+    }
+    return future;
+  }
+};
+
+/// The compile-time pipeline as the repository hosts it: with the composing models it refers
+/// to, declared first (destroyed last, after the ensemble has drained).
+struct served_pipeline {
+  preprocess pre{batching("compiled.preprocess")};
+  classify cls{batching("compiled.classify")};
+  segment seg{batching("compiled.segment")};
+  pipeline ensemble{{.name = "compiled_pipeline"}, pre, cls, seg};
+};
+
+/// KServe's JSON infer request for image `n`, as a client sends it.
+std::string infer_body(int n) {
+  const auto image = make_image(n);
+  const auto values = image.inputs[0].values<std::uint8_t>();
+  return nlohmann::json{{"inputs",
+                         {{{"name", "IMAGE"},
+                           {"shape", {1, pixels}},
+                           {"datatype", "UINT8"},
+                           {"data", std::vector<int>(values.begin(), values.end())}}}}}
+      .dump();
+}
+
+/// POSTs `body` to `target` on the loopback port; returns the status and the body.
+std::pair<unsigned, std::string> post(std::uint16_t port, const std::string& target,
+                                      std::string body) {
+  namespace http = boost::beast::http;
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket{io};
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  http::request<http::string_body> req{http::verb::post, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  http::write(socket, req);
+  boost::beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(socket, buffer, res);
+  return {res.result_int(), res.body()};
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream file{path};
   if (!file) {
@@ -170,7 +244,15 @@ std::string read_file(const std::filesystem::path& path) {
 } // namespace
 
 int main(int argc, char** argv) {
-  const std::filesystem::path config_path = argc > 1 ? argv[1] : SERVEKIT_EXAMPLE_CONFIG;
+  std::filesystem::path config_path = SERVEKIT_EXAMPLE_CONFIG;
+  bool serve = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--serve") == 0) {
+      serve = true;
+    } else {
+      config_path = argv[i];
+    }
+  }
   try {
     // Declared before the ensembles: an ensemble holds references to its models.
     preprocess pre{batching("preprocess")};
@@ -244,6 +326,93 @@ int main(int argc, char** argv) {
     // Both would drain on destruction; saying so makes the order plain.
     configured.shutdown(servekit::shutdown_mode::drain);
     p.shutdown(servekit::shutdown_mode::drain);
+
+    // -- 3. Served: a model repository hosts what the program constructs ------------------------
+    // models/ holds the JSON pipeline's folder. The program registers the three models by name
+    // (the folder's ensemble finds its steps among them) and the compile-time pipeline, which
+    // owns models of its own. Each factory runs again when the model is loaded again.
+    servekit::model_repository repo{config_path.parent_path().parent_path()};
+    for (const char* name : {"preprocess", "classify", "segment"}) {
+      const auto added = repo.add(name, 1, [name]() -> servekit::any_model {
+        const std::string_view n = name;
+        if (n == "preprocess") {
+          return servekit::any_model::make<preprocess>(batching(name));
+        }
+        if (n == "classify") {
+          return servekit::any_model::make<classify>(batching(name));
+        }
+        return servekit::any_model::make<segment>(batching(name));
+      });
+      ok = added.ok() && ok;
+    }
+    const auto added = repo.add("compiled_pipeline", 1, [] {
+      return servekit::any_model::make_owning<&served_pipeline::ensemble>();
+    });
+    if (!added.ok()) {
+      std::fprintf(stderr, "%s\n", added.message().c_str());
+      ok = false;
+    }
+    fmt::print("repository {}:\n", repo.root().string());
+    for (const auto& row : repo.load_all()) {
+      fmt::print("  {:<18} version {}  {}{}\n", row.name, row.version,
+                 servekit::to_string(row.state), row.reason.empty() ? "" : ": " + row.reason);
+    }
+    ok = repo.all_ready() && ok;
+
+    // In process, through the repository: the same answers as the compile-time form's.
+    for (const char* name : {"compiled_pipeline", "pipeline"}) {
+      const auto m = repo.find(name);
+      if (!m) {
+        std::fprintf(stderr, "the repository does not serve '%s'\n", name);
+        ok = false;
+        continue;
+      }
+      served_model hosted{m->model()};
+      const auto answers = infer_all(hosted);
+      int agree = 0;
+      for (std::size_t i = 0; i < answers.size(); ++i) {
+        agree += identical(compiled[i], answers[i]) ? 1 : 0;
+      }
+      fmt::print("served '{}' in process: {}/{} responses identical\n", name, agree, images);
+      ok = agree == images && ok;
+    }
+
+    // Over HTTP, as Triton's clients reach it: KServe v2 on a loopback port.
+    servekit::http::server_options http_options;
+    http_options.host = "127.0.0.1";
+    http_options.port = serve ? 8000 : 0; // 0: any free port
+    servekit::http::server server{repo, http_options};
+    if (serve) {
+      server.stop_on_signals(); // Ctrl-C: stop accepting, answer what is in flight, return
+    }
+    std::thread serving{[&server] { server.run(); }};
+    const auto [code, body] =
+        post(server.port(), "/v2/models/compiled_pipeline/infer", infer_body(0));
+    const auto expected = compiled[0].find_output("CLASSIFICATION")->values<float>();
+    bool answered = code == 200;
+    if (answered) {
+      const auto reply = nlohmann::json::parse(body);
+      for (const auto& o : reply.at("outputs")) {
+        if (o.at("name") == "CLASSIFICATION") {
+          const auto got = o.at("data").get<std::vector<float>>();
+          answered = std::ranges::equal(got, expected);
+        }
+      }
+    }
+    fmt::print("POST /v2/models/compiled_pipeline/infer: HTTP {}, CLASSIFICATION {}\n", code,
+               answered ? "as in process" : "DIFFERS");
+    ok = answered && ok;
+    if (serve && ok) {
+      fmt::print("serving on http://127.0.0.1:{} until Ctrl-C, e.g.\n"
+                 "  curl localhost:{}/v2/models/compiled_pipeline\n"
+                 "  curl -d '{}' localhost:{}/v2/models/compiled_pipeline/infer\n",
+                 server.port(), server.port(), infer_body(0), server.port());
+      std::fflush(stdout);
+    } else {
+      server.stop();
+    }
+    serving.join();
+
     fmt::print("{}\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
   } catch (const std::exception& e) { // servekit::config_error for a bad config

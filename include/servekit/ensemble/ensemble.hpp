@@ -278,8 +278,10 @@ private:
   status submit_at(std::size_t s, request&& r, response_sink&& sink,
                    std::index_sequence<I...> /*steps*/) {
     status out;
-    ((s == I ? (out = std::get<I>(models)->submit(std::move(r), std::move(sink)), true) : false) ||
-     ...);
+    // (void): the fold is for its effect (clang's -Wunused-value otherwise).
+    (void)((s == I ? (out = std::get<I>(models)->submit(std::move(r), std::move(sink)), true)
+                   : false) ||
+           ...);
     return out;
   }
 };

@@ -9,15 +9,31 @@
 
 #include <concepts>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 namespace servekit {
+
+namespace detail {
+/// The class and the member type of a pointer to data member `M C::*`.
+template <class T>
+struct data_member_traits;
+template <class C, class M>
+struct data_member_traits<M C::*> {
+  using owner_type = C;
+  using member_type = M;
+};
+} // namespace detail
 
 /// Owns one servable of any type, on the heap (so that model_refs to it stay valid when the
 /// any_model moves). Destroying it destroys the servable, which drains what it accepted.
 ///
 ///     servekit::any_model m = servekit::any_model::make<servekit::model<my_backend>>(options);
 ///     (void)m.ref().submit(std::move(request), sink);
+///
+/// A servable that refers to others it does not own (a compile-time `ensemble<...>` holds
+/// references to its composing models) is held with what it uses: a struct declaring the
+/// composing models first and the servable last, served through make_owning.
 class any_model {
 public:
   /// Empty: holds nothing (`ref()` must not be called).
@@ -33,6 +49,38 @@ public:
       any_model out;
       out.self_ = owned.release();
       out.ops_ = &ops_for<M>;
+      return out;
+    } else {
+      return any_model{}; // not reached: check_servable failed
+    }
+  }
+
+  /// Constructs a `Parts` in place from `args` and serves its member `Servable` (a pointer to a
+  /// data member of `Parts`, e.g. `&my_pipeline::ensemble`): the other members live as long as
+  /// it does. Destroying it destroys the whole `Parts` in reverse declaration order, so declare
+  /// the servable after what it uses (its destructor then drains before they go). `shutdown`
+  /// calls `Parts::shutdown(shutdown_mode)` if there is one (to stop the composing models as
+  /// well), else the servable's.
+  ///
+  ///     struct served_pipeline {
+  ///       preprocess pre{{.name = "preprocess"}};
+  ///       classify cls{{.name = "classify"}};
+  ///       pipeline ensemble{{.name = "pipeline"}, pre, cls};
+  ///     };
+  ///     auto m = servekit::any_model::make_owning<&served_pipeline::ensemble>();
+  template <auto Servable, class... Args>
+  [[nodiscard]] static any_model make_owning(Args&&... args) {
+    static_assert(std::is_member_object_pointer_v<decltype(Servable)>,
+                  "servekit: make_owning<&Parts::member>: the argument must point to the data "
+                  "member of `Parts` that is the servable");
+    using traits = detail::data_member_traits<decltype(Servable)>;
+    using parts_type = typename traits::owner_type;
+    static_assert(check_servable<typename traits::member_type>());
+    if constexpr (servable<typename traits::member_type>) {
+      auto owned = std::make_unique<parts_type>(std::forward<Args>(args)...);
+      any_model out;
+      out.self_ = owned.release();
+      out.ops_ = &owning_ops_for<Servable>;
       return out;
     } else {
       return any_model{}; // not reached: check_servable failed
@@ -115,6 +163,32 @@ private:
         } else {
           return nullptr;
         }
+      }};
+
+  // For make_owning: `self_` is the whole `Parts`; the servable is its member `Servable`.
+  template <auto Servable>
+  static constexpr operations owning_ops_for{
+      [](void* p) noexcept -> model_ref {
+        using parts_type = typename detail::data_member_traits<decltype(Servable)>::owner_type;
+        return static_cast<parts_type*>(p)->*Servable;
+      },
+      [](void* p, shutdown_mode mode) {
+        using parts_type = typename detail::data_member_traits<decltype(Servable)>::owner_type;
+        auto& parts = *static_cast<parts_type*>(p);
+        if constexpr (requires(parts_type & x, shutdown_mode md) { x.shutdown(md); }) {
+          parts.shutdown(mode);
+        } else {
+          ops_for<typename detail::data_member_traits<decltype(Servable)>::member_type>.shutdown(
+              &(parts.*Servable), mode);
+        }
+      },
+      [](void* p) noexcept {
+        delete static_cast<typename detail::data_member_traits<decltype(Servable)>::owner_type*>(p);
+      },
+      [](const void* p) noexcept -> const model_options* {
+        using traits = detail::data_member_traits<decltype(Servable)>;
+        return ops_for<typename traits::member_type>.options(
+            &(static_cast<const typename traits::owner_type*>(p)->*Servable));
       }};
 
   void* self_ = nullptr;

@@ -23,6 +23,15 @@
 /// serving ones, publishes them together, and retires the old ones (and the versions that left
 /// the policy), which finish what they accepted on a background thread.
 ///
+/// The program may also serve servables it constructs, next to the folders' models: a
+/// compile-time `ensemble<...>`, a hand-made `model<...>`, any servable. `add` registers a
+/// factory by name and version; the model is then served, listed, loaded, unloaded and counted
+/// like a folder's (see add()).
+///
+///     models.add("pipeline", 1, [] {
+///       return servekit::any_model::make_owning<&served_pipeline::ensemble>();
+///     });
+///
 /// The repository's non-template parts (loading folders, version selection, reload, unload, the
 /// index, readiness, the reaper) are compiled once into servekit::server (repository/impl/*.ipp,
 /// core/detail/linkage.hpp); the constructors taking a backend_list stay templates here.
@@ -76,6 +85,9 @@ public:
   /// Builds a non-ensemble model from its configuration (a backend_list's `make`).
   using factory_type = std::function<any_model(const model_options&)>;
 
+  /// Builds a servable the program constructs (add()); called again by every load of it.
+  using servable_factory = std::function<any_model()>;
+
   /// A repository serving the backends of `Backends` (a backend_list). Test hooks
   /// (SERVEKIT_DELAY_SCHEDULER...) come from the environment.
   template <class Backends>
@@ -114,6 +126,11 @@ public:
   /// A repository building its non-ensemble models with `factory`.
   model_repository(std::filesystem::path root, factory_type factory);
 
+  /// A repository without backends, for a program that serves what it constructs (add()): the
+  /// ensembles of the folders of `root` may use those models as steps; a folder naming a
+  /// backend fails to load, saying so. With no root, it has no folders at all.
+  explicit model_repository(std::filesystem::path root = {});
+
   model_repository(const model_repository&) = delete;
   model_repository& operator=(const model_repository&) = delete;
 
@@ -148,6 +165,23 @@ public:
   /// parameter) they are unloaded too, directly or through other ensembles. not_found if no
   /// version of it is loaded.
   status unload(std::string_view name, bool unload_dependents = false);
+
+  /// Registers a servable the program constructs as version `version` of model `name`, next to
+  /// the models of the folders, builds it with `factory` and publishes it (READY). It then
+  /// works as a folder's model does: find(), the index, readiness, statistics and metrics list
+  /// it; unload() unpublishes it (UNAVAILABLE, "unloaded") and load() builds it again with
+  /// `factory` (a reload: the new servable publishes next to the old one, which drains), as
+  /// does load_all() when it does not serve; several versions of one name may be registered.
+  /// Ensembles of the folders may use it as a step (those waiting for it are built). A poll
+  /// never unloads it: it has no folder. The servable's `name()` and `version()` must be `name`
+  /// and `version` (the responses, statistics and messages of one model use one name).
+  ///
+  /// Errors (invalid_argument; nothing registered): a name that cannot be a model folder's, a
+  /// version below 1, an empty factory, a name the repository has a folder for (or a model of
+  /// a folder already loaded), the version already registered. Building may fail (the factory
+  /// throws, or the servable's name or version differ): the error is returned and the version
+  /// stays registered, UNAVAILABLE with the reason, until a load() builds it.
+  status add(std::string_view name, std::int64_t version, servable_factory factory);
 
   /// The READY model `name` at `version` (-1: the latest version served), else null.
   /// Per request: takes a shared lock for one or two map lookups and a reference-count
@@ -223,6 +257,12 @@ private:
   /// The serving model of each version (to tell whether a load changed what ensembles see).
   [[nodiscard]] static std::vector<std::pair<std::int64_t, const loaded_model*>>
   serving_versions(const detail::repository_entry& entry);
+
+  /// Builds every registered version of `entry` anew (the versions in `only`, when given) and
+  /// publishes them in `entry`: READY, or UNAVAILABLE with the reason when building fails (a
+  /// serving version then keeps serving). Returns invalid_argument with the first reason.
+  status build_registered(detail::repository_entry& entry, std::string_view name,
+                          std::optional<std::int64_t> only = std::nullopt);
 
   /// Reads and checks `<root>/<name>/config.json`: not_found without a model folder, else
   /// invalid_argument naming the file and the JSON pointer, or the source.

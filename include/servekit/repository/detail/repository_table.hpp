@@ -5,12 +5,14 @@
 /// implementation files share. Included by repository/impl/*.ipp only; it does not include
 /// model_repository.hpp, whose implementation files (SERVEKIT_HEADER_ONLY) need it complete.
 
+#include <servekit/repository/any_model.hpp>
 #include <servekit/repository/detail/model_reaper.hpp>
 #include <servekit/repository/loaded_model.hpp>
 #include <servekit/runtime/model_options.hpp>
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +70,9 @@ struct repository_entry {
   /// The configuration last read, when it parsed: lets an ensemble be rebuilt when its
   /// composing models change. Cleared by unload, so an unloaded ensemble stays unloaded.
   std::shared_ptr<const model_source> source;
+  /// For a model the program registered (model_repository::add) rather than a folder: how to
+  /// build each version. Kept by unload, so that load builds it again.
+  std::map<std::int64_t, std::function<any_model()>> registered;
 
   /// Recomputes `model` and `info` from `versions` (after any change to them).
   void refresh() {

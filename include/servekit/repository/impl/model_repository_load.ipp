@@ -5,18 +5,25 @@
 /// they publish. Compiled once into servekit::server, or included by model_repository.hpp with
 /// SERVEKIT_HEADER_ONLY.
 
+#include <servekit/core/config_error.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/status.hpp>
+#include <servekit/repository/any_model.hpp>
 #include <servekit/repository/detail/model_reaper.hpp>
 #include <servekit/repository/detail/repository_table.hpp>
+#include <servekit/repository/loaded_model.hpp>
 #include <servekit/repository/model_repository.hpp>
+#include <servekit/runtime/model_options.hpp>
+#include <servekit/runtime/model_ref.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -33,6 +40,14 @@ SERVEKIT_DECL model_repository::model_repository(std::filesystem::path root, fac
       table_{std::make_shared<const detail::repository_table>()} {
   reaper_thread_ = detail::loaded_model_reaper::start(reaper_);
 }
+
+SERVEKIT_DECL model_repository::model_repository(std::filesystem::path root)
+    : model_repository{std::move(root), [](const model_options& c) -> any_model {
+                         throw config_error(config_error_code::bad_value, "/backend",
+                                            "model '" + c.name +
+                                                "' names a backend, and this repository has "
+                                                "none: it serves the models the program adds");
+                       }} {}
 
 SERVEKIT_DECL model_repository::~model_repository() {
   {
@@ -52,7 +67,9 @@ SERVEKIT_DECL std::vector<model_index_entry> model_repository::load_all() {
   detail::repository_table next = *snapshot();
   std::vector<std::string> names;
   std::error_code ec;
-  for (std::filesystem::directory_iterator it{root_, ec}, end; !ec && it != end; it.increment(ec)) {
+  // No root: only what the program adds (an empty path would scan the working directory).
+  for (std::filesystem::directory_iterator it{root_, ec}, end; !root_.empty() && !ec && it != end;
+       it.increment(ec)) {
     std::error_code type_ec;
     const std::string name = it->path().filename().string();
     if (it->is_directory(type_ec) && detail::is_model_folder_name(name)) {
@@ -65,6 +82,9 @@ SERVEKIT_DECL std::vector<model_index_entry> model_repository::load_all() {
   std::vector<std::string> models;
   std::set<std::string, std::less<>> ensembles;
   for (const auto& name : names) {
+    if (const auto r = next.find(name); r != next.end() && !r->second.registered.empty()) {
+      continue; // the program registered the name first (add() refused it while it was a folder)
+    }
     auto read = read_source(name);
     auto& entry = next[name];
     if (!read.source) {
@@ -90,6 +110,15 @@ SERVEKIT_DECL std::vector<model_index_entry> model_repository::load_all() {
     changed.insert(name);
     publish(next);
   }
+  // The program's registered versions that do not serve (unloaded, or failed to build).
+  for (auto& [name, entry] : next) {
+    for (const auto& [v, make] : entry.registered) {
+      if (const auto e = entry.versions.find(v); e == entry.versions.end() || !e->second.model) {
+        (void)build_registered(entry, name, v);
+        changed.insert(name);
+      }
+    }
+  }
   auto todo = dependents_of(next, changed);
   todo.insert(ensembles.begin(), ensembles.end());
   build_ensembles(next, todo);
@@ -97,8 +126,127 @@ SERVEKIT_DECL std::vector<model_index_entry> model_repository::load_all() {
   return index_of(next);
 }
 
+SERVEKIT_DECL status model_repository::add(std::string_view name, std::int64_t version,
+                                           servable_factory factory) {
+  const std::string model_name{name};
+  const std::string what =
+      "cannot add version " + std::to_string(version) + " of model '" + model_name + "': ";
+  if (!detail::is_model_folder_name(name)) {
+    return invalid_argument(what + "a model name is one path component, not hidden (no '/', "
+                                   "'\\', or leading '.')");
+  }
+  if (version < 1) {
+    return invalid_argument(what + "versions are numbered from 1");
+  }
+  if (!factory) {
+    return invalid_argument(what + "the factory is empty");
+  }
+  const std::lock_guard lock{write_mutex_};
+  std::error_code ec;
+  if (!root_.empty() && std::filesystem::is_directory(root_ / model_name, ec)) {
+    return invalid_argument(what + "the model repository has a folder '" + model_name +
+                            "' (a name belongs to a folder or to the program, not both)");
+  }
+  detail::repository_table next = *snapshot();
+  auto& entry = next[model_name];
+  if (entry.registered.empty()) {
+    if (entry.model || entry.source) {
+      return invalid_argument(what + "the model repository serves a model '" + model_name +
+                              "' from its folder");
+    }
+    // What the index still shows of a folder since removed and unloaded (or unreadable) goes:
+    // the name is the program's now.
+    entry = {};
+  } else if (entry.registered.contains(version)) {
+    return invalid_argument(what + "that version is registered already");
+  }
+  entry.registered.emplace(version, std::move(factory));
+  auto s = build_registered(entry, model_name, version);
+  // Ensembles of the folders that use it, waiting for it or over its previous latest version.
+  build_ensembles(next, dependents_of(next, {model_name}));
+  publish(next);
+  return s;
+}
+
+SERVEKIT_DECL status model_repository::build_registered(detail::repository_entry& entry,
+                                                        std::string_view name,
+                                                        std::optional<std::int64_t> only) {
+  const std::string model_name{name};
+  status first_error;
+  for (const auto& [v, make] : entry.registered) {
+    if (only && v != *only) {
+      continue;
+    }
+    std::string reason;
+    std::shared_ptr<const loaded_model> built;
+    try {
+      any_model servable = make();
+      if (!servable) {
+        reason = "the factory returned an empty any_model";
+      } else if (const model_ref m = servable.ref(); m.name() != name) {
+        reason = "the servable is named '" + std::string{m.name()} + "', not '" + model_name +
+                 "' (name it so, e.g. with its options' `name`)";
+      } else if (m.version() != v) {
+        reason = "the servable is version " + std::to_string(m.version()) + ", not " +
+                 std::to_string(v) + " (set its options' `version`)";
+      } else {
+        // The servable's own options when it has them (a model<...>: /config shows its
+        // scheduling and instance groups), else the name and version; the tensors and
+        // max_batch_size come from the servable (loaded_model completes them).
+        model_options config =
+            servable.options() != nullptr ? *servable.options() : model_options{};
+        config.name = model_name;
+        config.version = v;
+        auto owned = std::make_unique<loaded_model>(
+            std::move(config), std::filesystem::path{}, std::move(servable),
+            std::vector<std::shared_ptr<const loaded_model>>{}, false);
+        reaper_->track();
+        built =
+            std::shared_ptr<const loaded_model>{owned.release(), detail::retire_to_reaper{reaper_}};
+      }
+    } catch (const std::exception& e) {
+      reason = e.what();
+    }
+    auto& e = entry.versions[v];
+    if (built) {
+      e = {{model_name, v, model_ready_state::ready, {}}, std::move(built)};
+      continue;
+    }
+    reason = "version " + std::to_string(v) + " of model '" + model_name +
+             "' (registered by the program) failed to build: " + reason;
+    if (first_error.ok()) {
+      first_error = invalid_argument(reason);
+    }
+    if (!e.model) {
+      e.info = {model_name, v, model_ready_state::unavailable, std::move(reason)};
+    }
+  }
+  entry.refresh();
+  return first_error;
+}
+
 SERVEKIT_DECL status model_repository::load(std::string_view name) {
   const std::lock_guard lock{write_mutex_};
+  if (const auto table = snapshot();
+      table->contains(name) && !table->find(name)->second.registered.empty()) {
+    // A servable the program registered: built again with its factories, next to the serving
+    // versions, as a folder's model is.
+    std::error_code ec;
+    if (!root_.empty() && std::filesystem::is_directory(root_ / std::string{name}, ec)) {
+      return invalid_argument("failed to load '" + std::string{name} +
+                              "': the program registered the model and the model repository now "
+                              "has a folder of that name; rename or remove one");
+    }
+    detail::repository_table next = *table;
+    auto& entry = next.find(name)->second;
+    const auto before = serving_versions(entry);
+    auto s = build_registered(entry, name);
+    if (serving_versions(entry) != before) {
+      build_ensembles(next, dependents_of(next, {std::string{name}}));
+    }
+    publish(next);
+    return s;
+  }
   auto read = read_source(name);
   if (read.error.code() == status_code::not_found || !detail::is_model_folder_name(name)) {
     // Not a model (no such folder, a hidden one, a bad name): the table, and so the index and

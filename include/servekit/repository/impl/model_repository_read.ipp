@@ -48,7 +48,7 @@ model_repository::read_source(std::string_view name) const {
   if (!detail::is_model_folder_name(name)) {
     return {not_found(not_polled + "a hidden folder is not a model"), nullptr};
   }
-  if (!std::filesystem::is_directory(folder, ec)) {
+  if (root_.empty() || !std::filesystem::is_directory(folder, ec)) {
     return {not_found(not_polled + "the model repository has no folder '" + model_name + "'"),
             nullptr};
   }
