@@ -63,10 +63,9 @@ constexpr data_type deduce_data_type() noexcept {
 template <class T>
 inline constexpr data_type data_type_of_v = detail::deduce_data_type<T>();
 
-/// A `T` that make_tensor and tensor::values can take without naming its data type.
+/// A `T` whose data type make_tensor deduces (a number or bool; see data_type_of_v).
 template <class T>
-concept element_type = data_type_of_v<T>
-!= data_type::invalid;
+concept element_type = (data_type_of_v<T> != data_type::invalid);
 
 /// A tensor that is not a well-formed BYTES tensor was read as strings (see tensor::strings).
 class bytes_error : public std::invalid_argument {
