@@ -49,7 +49,7 @@ struct backend {
         continue;
       }
       const servekit::request& r = b.request(i);
-      const servekit::tensor& in = *r.find_input("INPUT");
+      const servekit::tensor& in = r.input("INPUT"); // declared: validation guarantees it
       const servekit::tensor* state = r.find_input("INPUT_STATE");
       if (state == nullptr || state->type != servekit::data_type::int32 ||
           state->element_count() != 1) {

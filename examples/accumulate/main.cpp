@@ -69,14 +69,11 @@ constexpr int sequences_per_thread = 8;
 constexpr int steps = 20;
 
 servekit::request step(const servekit::correlation_id& id, int k, std::int32_t value) {
-  servekit::request r;
-  r.sequence_id = id;
-  r.sequence_start = k == 0;       // the first request opens the sequence (and gets a slot)
-  r.sequence_end = k == steps - 1; // the last one frees the slot for the next sequence
-  const std::array<std::int32_t, 1> v{value};
-  r.inputs.push_back(servekit::make_tensor("INPUT", servekit::data_type::int32, {1, 1},
-                                           std::span<const std::int32_t>{v}));
-  return r;
+  return servekit::request_builder{}
+      .input("INPUT", {1, 1}, {value})
+      // The first request opens the sequence (and gets a slot); the last frees the slot.
+      .sequence(id, {.start = k == 0, .end = k == steps - 1})
+      .build();
 }
 
 template <class Strategy>

@@ -36,8 +36,10 @@ struct basic_add_sub_backend {
   void execute(servekit::batch& batch) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto& request = batch.request(i);
-      const auto& a = *request.find_input("INPUT0"); // [batch, 16]
-      const auto& b = *request.find_input("INPUT1");
+      // Declared inputs: the model's validator refused requests without them, so input()
+      // returns a reference (find_input, a pointer, is for optional inputs).
+      const auto& a = request.input("INPUT0"); // [batch, 16]
+      const auto& b = request.input("INPUT1");
       auto& response = batch.response(i);
       // Each input on its own matches its declaration; with variable dims ([-1]) only the
       // backend knows that they must also match each other. The error fails this request only.

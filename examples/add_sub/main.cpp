@@ -4,6 +4,7 @@
 // Dynamic batching, 2 instances. Several threads submit a burst; then the batch statistics.
 #include "add_sub_backend.hpp"
 
+#include <servekit/core/request_builder.hpp>
 #include <servekit/runtime.hpp>
 #include <servekit/schedule.hpp>
 
@@ -29,12 +30,11 @@ servekit::request make_request(float base) {
     a[k] = base + static_cast<float>(k);
     b[k] = 1.0F;
   }
-  servekit::request r;
-  r.inputs.push_back(servekit::make_tensor("INPUT0", servekit::data_type::fp32, {1, 16},
-                                           std::span<const float>{a}));
-  r.inputs.push_back(servekit::make_tensor("INPUT1", servekit::data_type::fp32, {1, 16},
-                                           std::span<const float>{b}));
-  return r;
+  // FP32 from the floats; the shape starts with the batch dimension.
+  return servekit::request_builder{}
+      .input("INPUT0", {1, 16}, a)
+      .input("INPUT1", {1, 16}, b)
+      .build();
 }
 
 } // namespace

@@ -48,21 +48,12 @@ servekit::model_options options(std::uint64_t timeout_us, bool send_final) {
 
 servekit::request make_request(std::string id, const std::vector<std::int32_t>& values,
                                const std::vector<std::uint32_t>& delays_ms, std::uint32_t wait_ms) {
-  servekit::request r;
-  r.id = std::move(id);
-  const auto n = static_cast<std::int64_t>(values.size());
-  auto in = servekit::make_tensor("IN", servekit::data_type::int32, servekit::shape{n});
-  auto delay = servekit::make_tensor("DELAY", servekit::data_type::uint32, servekit::shape{n});
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    in.values<std::int32_t>()[i] = values[i];
-    delay.values<std::uint32_t>()[i] = delays_ms[i];
-  }
-  auto wait = servekit::make_tensor("WAIT", servekit::data_type::uint32, servekit::shape{1});
-  wait.values<std::uint32_t>()[0] = wait_ms;
-  r.inputs.push_back(std::move(in));
-  r.inputs.push_back(std::move(delay));
-  r.inputs.push_back(std::move(wait));
-  return r;
+  // INT32 from the int32s, UINT32 from the uint32s.
+  return servekit::request_builder{std::move(id)}
+      .input("IN", {static_cast<std::int64_t>(values.size())}, values)
+      .input("DELAY", {static_cast<std::int64_t>(delays_ms.size())}, delays_ms)
+      .input("WAIT", {1}, {wait_ms})
+      .build();
 }
 
 /// Prints every response and remembers, per request, the OUT values and how it ended.

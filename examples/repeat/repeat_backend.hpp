@@ -64,7 +64,7 @@ public:
     for (std::size_t i = 0; i < b.size(); ++i) {
       servekit::request& r = b.request(i);
       job j;
-      const auto in = r.find_input("IN")->values<std::int32_t>();
+      const auto in = r.input("IN").values<std::int32_t>();
       j.values.assign(in.begin(), in.end());
       if (const auto* delay = r.find_input("DELAY")) {
         const auto d = delay->values<std::uint32_t>();

@@ -12,6 +12,7 @@
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/fixed_string.hpp>
 #include <servekit/core/request.hpp>
+#include <servekit/core/request_builder.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/core/shape.hpp>

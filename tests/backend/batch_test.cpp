@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
 #include <vector>
 
 namespace {
@@ -93,6 +94,30 @@ TEST_F(batch_io, scatter_splits_by_each_requests_batch_dimension) {
   EXPECT_EQ(y0->shape, (shape{2, 2}));
   EXPECT_EQ(y1->shape, (shape{1, 2}));
   EXPECT_EQ(y1->values<float>()[1], 6.0F);
+}
+
+TEST_F(batch_io, the_throwing_forms_do_the_same_work_when_they_succeed) {
+  std::array<float, 9> all{};
+  servekit::gather_input_or_throw(b_, "X", std::as_writable_bytes(std::span{all}));
+  EXPECT_EQ(all[8], 8.0F);
+  servekit::scatter_output_or_throw(b_, "Y", data_type::fp32, shape{3},
+                                    std::as_bytes(std::span{all}));
+  EXPECT_EQ(b_.response(1).output("Y").values<float>()[2], 8.0F);
+}
+
+TEST_F(batch_io, the_throwing_forms_throw_the_status_the_others_return) {
+  std::array<float, 9> all{};
+  try {
+    servekit::gather_input_or_throw(b_, "Y", std::as_writable_bytes(std::span{all}));
+    FAIL() << "gather_input_or_throw of a missing input returned";
+  } catch (const servekit::batch_io_error& e) {
+    EXPECT_EQ(e.status().code(), servekit::status_code::invalid_argument);
+    EXPECT_EQ(std::string{e.what()}, "gather_input: request 0 has no input 'Y'");
+  }
+  std::array<float, 2> too_small{};
+  EXPECT_THROW(servekit::scatter_output_or_throw(b_, "Y", data_type::fp32, shape{2},
+                                                 std::as_bytes(std::span{too_small})),
+               servekit::batch_io_error);
 }
 
 } // namespace

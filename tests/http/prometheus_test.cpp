@@ -157,6 +157,7 @@ servekit_batch_close_total{model="a",version="1",reason="shape_mismatch"} 0
 servekit_batch_close_total{model="a",version="1",reason="queue_drained"} 0
 servekit_batch_close_total{model="a",version="1",reason="batch_rule"} 0
 servekit_batch_close_total{model="a",version="1",reason="no_batching"} 0
+servekit_batch_close_total{model="a",version="1",reason="next_request_does_not_fit"} 0
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="max_batch_size"} 0
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="preferred_batch_size"} 0
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="queue_delay_expired"} 0
@@ -164,6 +165,7 @@ servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="shape
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="queue_drained"} 0
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="batch_rule"} 0
 servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="no_batching"} 0
+servekit_batch_close_total{model="we\"ird\\name\nline",version="2",reason="next_request_does_not_fit"} 0
 # HELP servekit_batch_padding_elements_total Number of padding rows backends executed beyond the requests' batch sizes (servekit extension)
 # TYPE servekit_batch_padding_elements_total counter
 servekit_batch_padding_elements_total{model="a",version="1"} 0
@@ -279,6 +281,7 @@ servekit_batch_close_total{model="resnet50",version="1",reason="shape_mismatch"}
 servekit_batch_close_total{model="resnet50",version="1",reason="queue_drained"} 0
 servekit_batch_close_total{model="resnet50",version="1",reason="batch_rule"} 0
 servekit_batch_close_total{model="resnet50",version="1",reason="no_batching"} 0
+servekit_batch_close_total{model="resnet50",version="1",reason="next_request_does_not_fit"} 0
 # HELP servekit_batch_padding_elements_total Number of padding rows backends executed beyond the requests' batch sizes (servekit extension)
 # TYPE servekit_batch_padding_elements_total counter
 servekit_batch_padding_elements_total{model="resnet50",version="1"} 1

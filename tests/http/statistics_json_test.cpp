@@ -109,7 +109,7 @@ TEST(statistics_json, batch_close_reasons_name_every_reason) {
   const json expected = {{"max_batch_size", 0u},      {"preferred_batch_size", 0u},
                          {"queue_delay_expired", 1u}, {"shape_mismatch", 0u},
                          {"queue_drained", 0u},       {"batch_rule", 0u},
-                         {"no_batching", 0u}};
+                         {"no_batching", 0u},         {"next_request_does_not_fit", 0u}};
   EXPECT_EQ(j.at("batch_close_reasons"), expected);
 }
 

@@ -374,6 +374,26 @@ TEST(dynamic_batcher, request_batch_dimension_counts_that_many_elements) {
   EXPECT_EQ(r.sim.statistics().inference_count, 9u);
 }
 
+TEST(dynamic_batcher, a_batch_with_room_but_not_for_the_next_request_says_so) {
+  // 30 of 32 is not "closed by max_batch_size": the batch had room, the next request did not fit.
+  rig r{batching(32), 1, latency(1000)};
+  r.submit(0, "x");
+  r.submit(100, "a", 10);
+  r.submit(200, "b", 10);
+  r.submit(300, "c", 10);
+  r.submit(400, "d", 4);
+  r.submit(500, "e", 2);
+  r.sim.run();
+  EXPECT_EQ(r.batches(), (std::vector<seen_batch>{
+                             {0, {"x"}, batch_close_reason::queue_drained},
+                             {1000, {"a", "b", "c"}, batch_close_reason::next_request_does_not_fit},
+                             {2000, {"d", "e"}, batch_close_reason::queue_drained},
+                         }));
+  EXPECT_EQ(r.sim.batches()[1].elements, 30);
+  EXPECT_EQ(r.sim.statistics().closed_by(batch_close_reason::max_batch_size), 0U);
+  EXPECT_EQ(r.sim.statistics().closed_by(batch_close_reason::next_request_does_not_fit), 1U);
+}
+
 TEST(dynamic_batcher, request_that_would_pass_max_batch_size_waits_and_nothing_jumps_ahead) {
   rig r{batching(8), 1, latency(1000)};
   r.submit(0, "x");
@@ -384,7 +404,8 @@ TEST(dynamic_batcher, request_that_would_pass_max_batch_size_waits_and_nothing_j
   r.sim.run();
   EXPECT_EQ(r.batches(), (std::vector<seen_batch>{
                              {0, {"x"}, batch_close_reason::queue_drained},
-                             {1000, {"a", "b"}, batch_close_reason::max_batch_size},
+                             // 6 of 8: not full, c would not fit
+                             {1000, {"a", "b"}, batch_close_reason::next_request_does_not_fit},
                              {2000, {"c", "d"}, batch_close_reason::queue_drained},
                          }));
   EXPECT_EQ(r.sim.batches()[1].elements, 6);

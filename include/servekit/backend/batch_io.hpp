@@ -1,6 +1,10 @@
 #pragma once
 /// \file
 /// Gather and scatter between the requests of a batch and one contiguous host buffer.
+///
+/// Each comes in two forms: `gather_input`/`scatter_output` return a status, for a backend that
+/// handles the failure itself; `gather_input_or_throw`/`scatter_output_or_throw` throw
+/// batch_io_error, for a backend that lets the shell fail the batch (see batch_io_error).
 
 #include <servekit/backend/batch.hpp>
 #include <servekit/core/buffer.hpp>
@@ -9,10 +13,26 @@
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace servekit {
+
+/// What the `_or_throw` forms throw. A backend's execute need not catch it: the shell catches
+/// every exception execute lets out and answers each request of that batch with an `internal`
+/// error carrying the message, and the instance goes on serving.
+class batch_io_error : public std::runtime_error {
+public:
+  explicit batch_io_error(servekit::status s)
+      : std::runtime_error{s.message()}, status_{std::move(s)} {}
+  /// The status the status-returning form would have returned.
+  [[nodiscard]] const servekit::status& status() const noexcept { return status_; }
+
+private:
+  servekit::status status_;
+};
 
 /// Total bytes of input `name` over the whole batch (0 if a request lacks it).
 [[nodiscard]] inline std::size_t gathered_size(const batch& b, std::string_view name) noexcept {
@@ -78,6 +98,23 @@ namespace servekit {
     at += bytes;
   }
   return {};
+}
+
+/// gather_input, throwing batch_io_error where it would return an error: for an execute that
+/// lets the shell fail the batch, with no status to check.
+inline void gather_input_or_throw(const batch& b, std::string_view name, std::span<std::byte> dst) {
+  if (status s = gather_input(b, name, dst); !s.ok()) {
+    throw batch_io_error{std::move(s)};
+  }
+}
+
+/// scatter_output, throwing batch_io_error where it would return an error (the outputs it
+/// added before the failure stay; the shell's error response replaces them).
+inline void scatter_output_or_throw(batch& b, std::string_view name, data_type type,
+                                    const shape& item, std::span<const std::byte> src) {
+  if (status s = scatter_output(b, name, type, item, src); !s.ok()) {
+    throw batch_io_error{std::move(s)};
+  }
 }
 
 } // namespace servekit

@@ -2,6 +2,7 @@
 /// \file
 /// request: what a client asks a model to compute, with Triton's scheduling fields.
 
+#include <servekit/core/assert.hpp>
 #include <servekit/core/cancellation.hpp>
 #include <servekit/core/clock.hpp>
 #include <servekit/core/tensor.hpp>
@@ -83,6 +84,21 @@ struct request {
       }
     }
     return nullptr;
+  }
+  /// Input `name`, which the request must hold. In a backend's execute this is guaranteed for
+  /// every input the model declares without `optional`: the model's validator refused requests
+  /// that lack one before they were queued. For an optional or undeclared input use find_input.
+  [[nodiscard]] const tensor& input(std::string_view name) const noexcept {
+    const tensor* t = find_input(name);
+    SERVEKIT_ASSERT(t != nullptr, "request::input(name): the request has no input of that name; "
+                                  "use find_input for an optional input");
+    return *t;
+  }
+  [[nodiscard]] tensor& input(std::string_view name) noexcept {
+    tensor* t = find_input(name);
+    SERVEKIT_ASSERT(t != nullptr, "request::input(name): the request has no input of that name; "
+                                  "use find_input for an optional input");
+    return *t;
   }
   /// True when the client asked for `name` (or asked for nothing, meaning everything).
   [[nodiscard]] bool wants_output(std::string_view name) const noexcept {

@@ -2,6 +2,7 @@
 /// \file
 /// response: a status plus output tensors. A request's last response carries `final = true`.
 
+#include <servekit/core/assert.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/core/tensor.hpp>
 
@@ -39,6 +40,14 @@ struct response {
       }
     }
     return nullptr;
+  }
+  /// Output `name`, which the response must hold (for a client reading an ok response of a
+  /// model that always produces it; find_output when it may be missing or was not requested).
+  [[nodiscard]] const tensor& output(std::string_view name) const noexcept {
+    const tensor* t = find_output(name);
+    SERVEKIT_ASSERT(t != nullptr, "response::output(name): the response has no output of that "
+                                  "name; use find_output when it may be missing");
+    return *t;
   }
 
   /// Appends an output of fixed-size elements and returns it for filling.

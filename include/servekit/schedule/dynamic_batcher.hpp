@@ -133,7 +133,8 @@ public:
         }
         if (total + size > max_batch_size_) {
           stopped = true;
-          stop_reason = batch_close_reason::max_batch_size;
+          // Full batches say max_batch_size below; this one has room, just not for the next.
+          stop_reason = batch_close_reason::next_request_does_not_fit;
           break;
         }
         if (compatibility_.needs_check() && !compatibility_.compatible(*first, p->request)) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace servekit {
@@ -44,8 +45,15 @@ namespace servekit {
     }
     const tensor_config* spec = find(inputs_, t.name);
     if (spec == nullptr && !inputs_.empty()) {
-      return invalid_argument("unexpected inference input '" + t.name + "' for model '" +
-                              model_name_ + "'");
+      // Triton's message, then what Triton leaves the client to look up: the inputs there are.
+      std::string message =
+          "unexpected inference input '" + t.name + "' for model '" + model_name_ + "' (";
+      message += inputs_.size() == 1 ? "the model's input: " : "the model's inputs: ";
+      for (std::size_t k = 0; k < inputs_.size(); ++k) {
+        message += (k == 0 ? "" : ", ") + inputs_[k].name;
+      }
+      message += ')';
+      return invalid_argument(std::move(message));
     }
     if (batched) {
       if (t.shape.rank() == 0 || t.shape[0] < 1) {
