@@ -72,7 +72,8 @@ TEST(execute_ergonomics, a_throwing_gather_fails_the_batch_with_its_message) {
                                            .input("FAIL", {1, 1}, {1})
                                            .build())
                                    .get();
-  EXPECT_EQ(r.status.code(), servekit::status_code::internal);
+  // The gather's own status code (invalid_argument), not a generic internal error.
+  EXPECT_EQ(r.status.code(), servekit::status_code::invalid_argument);
   EXPECT_NE(r.status.message().find("gather_input: request 0 has no input 'NOT_AN_INPUT'"),
             std::string::npos)
       << r.status.message();

@@ -6,6 +6,7 @@
 
 #include <servekit/backend/backend.hpp>
 #include <servekit/backend/batch.hpp>
+#include <servekit/backend/batch_io.hpp>
 #include <servekit/core/clock.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/metrics/statistics.hpp>
@@ -222,17 +223,24 @@ create_instances(const model_options& options, const resolved_config& config,
   return out;
 }
 
-/// Runs the backend on `b`. Returns what it threw ("" when it returned normally), so that one
-/// failing execution fails its requests, not the instance.
+/// Runs the backend on `b`. Returns what it threw (nothing when it returned normally), so that
+/// one failing execution fails its requests, not the instance: a batch_io_error (from the
+/// *_or_throw gather and scatter) keeps its status code, anything else is internal.
 template <class Backend>
-[[nodiscard]] std::optional<std::string> run_backend(Backend& backend, batch& b) noexcept {
+[[nodiscard]] std::optional<status> run_backend(Backend& backend, batch& b) noexcept {
   try {
-    backend.execute(b);
-    return std::nullopt;
-  } catch (const std::exception& e) {
-    return std::string{e.what()};
-  } catch (...) {
-    return std::string{"unknown exception"};
+    try {
+      backend.execute(b);
+      return std::nullopt;
+    } catch (const batch_io_error& e) {
+      return e.status();
+    } catch (const std::exception& e) {
+      return internal_error(e.what());
+    } catch (...) {
+      return internal_error("unknown exception");
+    }
+  } catch (...) { // out of memory copying the message
+    return status{status_code::internal, {}};
   }
 }
 

@@ -228,7 +228,7 @@ public:
         b.bind_decoupled(p ? decoupled_->open(*p, start) : nullptr);
       }
     }
-    const std::optional<std::string> failure = run_backend(*self.backend, b);
+    const std::optional<status> failure = run_backend(*self.backend, b);
     const time_point end = clock::now();
     resources.release(); // as Triton: when execute returns, not at the final response
 
@@ -241,9 +241,9 @@ public:
       }
       response& r = b.response(i);
       if (failure) {
-        r = response::failure(internal_error("backend of model '" + options_.name +
-                                             "' failed in instance '" + self.placement.name +
-                                             "': " + *failure));
+        r = response::failure(status{
+            failure->code(), "backend of model '" + options_.name + "' failed in instance '" +
+                                 self.placement.name + "': " + failure->message()});
       }
       settle(i, r, failure.has_value());
       finish_response(p->request, r);
