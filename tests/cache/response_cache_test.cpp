@@ -66,6 +66,10 @@ TEST(ParseCacheConfig, RefusesWhatItCannotRunNamingTheProblem) {
                std::string_view("unknown key 'color'"));
   EXPECT_PRED2(contains, config_error_of("local,size=10,shards=0"),
                std::string_view("'shards' must be at least 1"));
+  // Every shard is made with the cache: their count is bounded, not an allocation of 2^64.
+  EXPECT_PRED2(contains, config_error_of("local,size=10,shards=18446744073709551615"),
+               std::string_view("'shards' must be at most 1024, got 18446744073709551615"));
+  EXPECT_EQ(servekit::parse_cache_config("local,size=10,shards=1024").shards, 1024U);
   EXPECT_PRED2(contains, config_error_of("local,size=10,"),
                std::string_view("expected '<key>=<value>', got ''"));
   EXPECT_PRED2(contains, config_error_of("redis,host=x"),
@@ -154,6 +158,12 @@ servekit::response_cache_settings settings(std::size_t size_bytes, std::size_t s
 }
 
 cache_key named(std::string text) { return cache_key{std::move(text)}; }
+
+// Settings built in C++ are bounded as the flag is: the shards are made with the cache.
+TEST(ResponseCache, RefusesMoreShardsThanItsBound) {
+  EXPECT_THROW(response_cache{settings(4096, std::size_t{1} << 40U)}, servekit::config_error);
+  EXPECT_NO_THROW(response_cache{settings(4096, servekit::response_cache_settings::max_shards)});
+}
 
 TEST(ResponseCache, ReturnsCopiesOfWhatWasInserted) {
   response_cache cache{settings(1 << 20)};

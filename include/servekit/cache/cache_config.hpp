@@ -23,6 +23,9 @@ struct response_cache_settings {
   /// `size_bytes / shards` bytes, chosen by the key's hash. 1 (the default) is one exact LRU
   /// over the whole size; more shards cut lock contention when many threads hit the cache.
   std::size_t shards = 1;
+  /// The most shards: each is made (a lock, a list and a map) when the cache is; a shard per
+  /// core is already plenty.
+  static constexpr std::size_t max_shards = 1024;
   friend bool operator==(const response_cache_settings&, const response_cache_settings&) = default;
 };
 
@@ -95,6 +98,12 @@ namespace detail {
       settings.shards = detail::parse_cache_count(text, key, value);
       if (settings.shards == 0) {
         throw detail::cache_config_error(text, "'shards' must be at least 1");
+      }
+      if (settings.shards > response_cache_settings::max_shards) {
+        throw detail::cache_config_error(text,
+                                         "'shards' must be at most " +
+                                             std::to_string(response_cache_settings::max_shards) +
+                                             ", got " + std::to_string(settings.shards));
       }
     } else {
       throw detail::cache_config_error(text, "unknown key '" + std::string{key} +

@@ -60,6 +60,12 @@ public:
       throw config_error{config_error_code::bad_value, "",
                          "response_cache: shards must be at least 1"};
     }
+    if (settings_.shards > response_cache_settings::max_shards) {
+      throw config_error{config_error_code::bad_value, "",
+                         "response_cache: shards must be at most " +
+                             std::to_string(response_cache_settings::max_shards) + ", got " +
+                             std::to_string(settings_.shards)};
+    }
     shards_ = std::make_unique<shard[]>(settings_.shards);
     for (std::size_t i = 0; i < settings_.shards; ++i) {
       shards_[i].capacity = settings_.size_bytes / settings_.shards;

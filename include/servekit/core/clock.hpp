@@ -24,10 +24,15 @@ inline constexpr time_point never = time_point::max();
   return us >= max_us ? duration::max() : duration{static_cast<duration::rep>(us) * 1000};
 }
 
+/// `d` after `start`; `never` when that is past what a time_point holds (a configured delay or
+/// idle limit may be any uint64 of microseconds, which saturates at duration::max()).
+[[nodiscard]] constexpr time_point later_by(time_point start, duration d) noexcept {
+  return d >= never - start ? never : start + d;
+}
+
 /// `us` microseconds after `start`; `never` when that is past what a time_point holds.
 [[nodiscard]] constexpr time_point deadline_after(time_point start, std::uint64_t us) noexcept {
-  const duration d = microseconds(us);
-  return d >= never - start ? never : start + d;
+  return later_by(start, microseconds(us));
 }
 
 /// Whole nanoseconds between two time points, clamped at zero (for statistics).

@@ -12,6 +12,7 @@
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
+#include <servekit/runtime/config_bounds.hpp>
 #include <servekit/runtime/detail/infer.hpp>
 #include <servekit/runtime/detail/policy_pack.hpp>
 #include <servekit/runtime/instance_group.hpp>
@@ -26,6 +27,7 @@
 #include <servekit/schedule/sequence_batcher.hpp>
 #include <servekit/state/state_store.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -215,7 +217,7 @@ public:
         config_{resolve_config<Backend>(options_, detail::scheduler_kind_of<scheduler_policy>(),
                                         hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
-        placements_{expand_instance_groups(options_.instance_group)}, // resolved above
+        placements_{checked_placements()}, // of the instance groups resolved above
         stats_{static_cast<std::size_t>(std::max(config_.max_batch_size, 1)), instance_names()},
         environment_{std::move(environment)}, cache_{checked_cache(options_, environment_)},
         shell_{options_, config_, placements_, stats_, environment_} {}
@@ -290,6 +292,21 @@ private:
     } else {
       return std::nullopt;
     }
+  }
+
+  /// The instances' placements, once a sequence model's slots (an entry each of the sequence
+  /// table made at load) are within max_sequence_slots_per_model.
+  [[nodiscard]] std::vector<instance_placement> checked_placements() const {
+    auto placements = expand_instance_groups(options_.instance_group);
+    if constexpr (sequence_batching) {
+      const auto& s = config_.scheduler.sequence_batching;
+      const auto candidates = s.oldest.max_candidate_sequences;
+      const auto slots = s.strategy == sequence_strategy::oldest && candidates > 0
+                             ? candidates
+                             : std::max(config_.max_batch_size, std::int32_t{1});
+      detail::check_sequence_slots(placements.size(), static_cast<std::size_t>(slots));
+    }
+    return placements;
   }
 
   [[nodiscard]] static model_options with_placed_instance_groups(model_options options) {

@@ -8,6 +8,7 @@
 #include <servekit/backend/request_validator.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/detail/linkage.hpp>
+#include <servekit/runtime/config_bounds.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/scheduler.hpp>
 
@@ -101,6 +102,7 @@ template <class B>
     throw config_error(config_error_code::bad_value, "/max_batch_size",
                        "the backend does not support batching, so max_batch_size must be 0");
   }
+  detail::check_config_bounds(options, out.max_batch_size);
   detail::check_declared(options.input, traits::inputs, "input");
   std::vector<std::string> state_outputs;
   if (options.sequence_batching) {

@@ -112,7 +112,7 @@ public:
     const bool delay_expired = now - oldest >= max_delay_;
     if (min_utilization_ > 0.0F && max_delay_ > duration::zero() && !full_enough &&
         !delay_expired) {
-      wait_until_[instance] = oldest + max_delay_;
+      wait_until_[instance] = later_by(oldest, max_delay_);
       return false;
     }
 

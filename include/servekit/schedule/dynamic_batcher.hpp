@@ -190,7 +190,7 @@ public:
       reason = delay_expired ? batch_close_reason::queue_delay_expired
                              : batch_close_reason::queue_drained;
     } else {
-      wait_until_ = oldest + max_delay_;
+      wait_until_ = later_by(oldest, max_delay_);
       return false;
     }
     if (total == max_batch_size_ && reason != batch_close_reason::shape_mismatch &&

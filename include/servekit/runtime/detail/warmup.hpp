@@ -27,12 +27,16 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace servekit::detail {
 
 /// The pointer of warmup sample `k`: "/model_warmup/<k>".
 [[nodiscard]] SERVEKIT_DECL std::string warmup_path(std::size_t k);
+
+/// An input name as a JSON pointer token (RFC 6901: '~' is "~0", '/' is "~1").
+[[nodiscard]] SERVEKIT_DECL std::string warmup_pointer_token(std::string_view name);
 
 /// "warmup sample 'name' (model_warmup[k])".
 [[nodiscard]] SERVEKIT_DECL std::string warmup_sample_label(const model_warmup_options& sample,

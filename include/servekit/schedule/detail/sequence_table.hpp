@@ -75,7 +75,7 @@ public:
 
   /// When a hold no arrival feeds gives up (`never` without an idle timeout).
   [[nodiscard]] time_point release_at() const noexcept {
-    return active() && idle_ > duration::zero() ? last_arrival_ + idle_ : never;
+    return active() && idle_ > duration::zero() ? later_by(last_arrival_, idle_) : never;
   }
 
   void release() noexcept {
@@ -419,7 +419,7 @@ private:
     s.instance = instance;
     s.slot = slot;
     owners_[instance * slots_ + slot] = index;
-    next_idle_check_ = std::min(next_idle_check_, s.last_request + idle_);
+    next_idle_check_ = std::min(next_idle_check_, later_by(s.last_request, idle_));
   }
 
   /// Frees the slot of `index` and gives it to the oldest backlogged sequence, if any.
@@ -491,7 +491,7 @@ private:
       if (!s.open) {
         continue; // its END is queued or it is already leaving
       }
-      const time_point due = s.last_request + idle_;
+      const time_point due = later_by(s.last_request, idle_);
       if (due > now) {
         next = std::min(next, due);
         continue;
