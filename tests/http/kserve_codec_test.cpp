@@ -2,60 +2,23 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <malloc.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-// Every allocation of this test program is counted (live bytes, and their peak since a reset), so
-// that a test can state the decoder's memory as a factor of the body, deterministically.
-namespace alloc_count {
-std::atomic<std::int64_t> live{0};
-std::atomic<std::int64_t> peak{0};
-void add(void* p) noexcept {
-  const auto n = static_cast<std::int64_t>(malloc_usable_size(p));
-  const auto now = live.fetch_add(n, std::memory_order_relaxed) + n;
-  auto seen = peak.load(std::memory_order_relaxed);
-  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
-  }
-}
-void remove(void* p) noexcept {
-  live.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
-}
-} // namespace alloc_count
-
-void* operator new(std::size_t n) {
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) {
-    throw std::bad_alloc{};
-  }
-  alloc_count::add(p);
-  return p;
-}
-void operator delete(void* p) noexcept {
-  if (p != nullptr) {
-    alloc_count::remove(p);
-    std::free(p);
-  }
-}
-void operator delete(void* p, std::size_t /*size*/) noexcept { ::operator delete(p); }
 
 namespace {
 
@@ -1251,45 +1214,6 @@ TEST(KserveDecode, LimitsNameTheLimitAndTheValue) {
       "data":[[1]]}]})",
                                    std::nullopt, out, l)
                   .ok());
-}
-
-// A 57 MiB body raised peak memory by 629 MiB (11x): an input's "data" went into a vector of
-// 16-byte scalars grown by doubling (up to 3x its elements while the last copy was made), then
-// into the tensor. Reserved from the shape now: the scalars (16 bytes each) and the tensor
-// (4 bytes of FP32), against at least 4 bytes of body per element ("1.5,"): at most 5x the
-// body, plus the vector of inputs. Measured: the peak of live bytes allocated while decoding.
-TEST(KserveDecode, MemoryIsASmallFactorOfTheBody) {
-  constexpr std::size_t n = 1'000'000;
-  std::string body = fmt::format(R"({{"inputs":[{{"name":"x","shape":[{}],"datatype":"FP32",)"
-                                 R"("data":[)",
-                                 n);
-  for (std::size_t i = 0; i < n; ++i) {
-    body += i == 0 ? "1.5" : ",1.5";
-  }
-  body += "]}]}";
-  const auto peak_factor = [&body] {
-    decoded_infer_request out;
-    const auto before = alloc_count::live.load();
-    alloc_count::peak.store(before);
-    const auto s = decode_infer_request(body, std::nullopt, out);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return static_cast<double>(alloc_count::peak.load() - before) /
-           static_cast<double>(body.size());
-  };
-  const double factor = peak_factor();
-  std::printf("decode: peak %.2fx a %zu-byte body\n", factor, body.size());
-  EXPECT_LT(factor, 5.5) << "decoding a " << body.size() << "-byte body took " << factor
-                         << "x its size at its peak";
-  EXPECT_GT(factor, 1.0); // the tensor itself: the counter sees the decoder's allocations
-
-  // A shape that promises more than the text holds reserves no more than the text can hold.
-  const std::string liar =
-      R"({"inputs":[{"name":"x","shape":[100000000],"datatype":"FP32","data":[1.5]}]})";
-  decoded_infer_request out;
-  const auto before = alloc_count::live.load();
-  alloc_count::peak.store(before);
-  EXPECT_FALSE(decode_infer_request(liar, std::nullopt, out).ok());
-  EXPECT_LT(alloc_count::peak.load() - before, 64 * 1024);
 }
 
 } // namespace

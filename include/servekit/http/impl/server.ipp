@@ -32,6 +32,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -108,14 +109,26 @@ SERVEKIT_DECL void server_state::run() {
   std::exception_ptr failure;
   std::mutex failure_mutex;
   const auto body = [&] {
-    try {
-      ioc_.run();
-    } catch (...) {
-      const std::lock_guard lock{failure_mutex};
-      if (!failure) {
-        failure = std::current_exception();
+    for (;;) {
+      try {
+        ioc_.run();
+        return;
+      } catch (const std::bad_alloc&) {
+        // An allocation failed in a handler: that handler's request fails, not the server. Its
+        // session is destroyed (and its connection closed) when nothing else holds it; the
+        // handlers that answer a request guard themselves (session_transport.ipp). Asio lets
+        // run() go on after a handler threw. If it was the acceptor's (Asio allocates while
+        // completing an accept, before the handler that would accept the next connection
+        // runs), accepting starts again.
+        resume_accepting();
+      } catch (...) {
+        const std::lock_guard lock{failure_mutex};
+        if (!failure) {
+          failure = std::current_exception();
+        }
+        ioc_.stop();
+        return;
       }
-      ioc_.stop();
     }
   };
   for (std::size_t i = 1; i < options_.thread_count; ++i) {
@@ -221,32 +234,80 @@ SERVEKIT_DECL void server_state::listen() {
   port_ = acceptor_.local_endpoint().port();
 }
 
+/// After a handler threw std::bad_alloc: if no accept is pending (the accept's completion
+/// threw before its handler ran: Asio allocates to dispatch it to the strand), starts one.
+/// Retried while memory is exhausted.
+SERVEKIT_DECL void server_state::resume_accepting() noexcept {
+  for (;;) {
+    try {
+      asio::post(acceptor_strand_, [this] {
+        if (accept_armed_.load() == 0 && acceptor_.is_open()) {
+          accept_next();
+        }
+      });
+      return;
+    } catch (const std::bad_alloc&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
+  }
+}
+
 SERVEKIT_DECL void server_state::accept() {
-  acceptor_.async_accept(asio::make_strand(ioc_), [this](const error_code& ec, socket_type socket) {
+  const std::uint64_t generation = ++accept_generation_;
+  accept_armed_.store(generation); // before: the watch may be destroyed at once
+  acceptor_.async_accept(asio::make_strand(ioc_), [this, watch = accept_watch{this, generation}](
+                                                      const error_code& ec, socket_type socket) {
     if (!acceptor_.is_open()) {
       return; // stop() closed it
     }
     if (ec) {
       // Out of descriptors and the like: retry shortly rather than spin.
-      retry_timer_.emplace(acceptor_strand_, std::chrono::milliseconds(50));
-      retry_timer_->async_wait([this](const error_code& e) {
-        if (!e && acceptor_.is_open()) {
-          accept();
-        }
-      });
+      try {
+        retry_timer_.emplace(acceptor_strand_, std::chrono::milliseconds(50));
+        const std::uint64_t retry = ++accept_generation_;
+        accept_armed_.store(retry); // the timer's handler accepts
+        retry_timer_->async_wait([this, watch = accept_watch{this, retry}](const error_code& e) {
+          if (!e && acceptor_.is_open()) {
+            accept_next();
+          }
+        });
+      } catch (const std::bad_alloc&) {
+        accept_next(); // no memory for the timer: retry now
+      }
       return;
     }
-    error_code ignored;
-    const std::size_t live = live_sessions();
-    if (live >= max_connections_ + connection_reject_reserve) {
-      socket.close(ignored); // a flood: keep the reserved descriptors free
+    try {
+      error_code ignored;
+      const std::size_t live = live_sessions();
+      if (live >= max_connections_ + connection_reject_reserve) {
+        socket.close(ignored); // a flood: keep the reserved descriptors free
+      } else {
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<session>(*this, std::move(socket))->start(live >= max_connections_);
+      }
+    } catch (const std::bad_alloc&) {
+      // No memory for the session: this connection is closed (the socket or the session
+      // goes with the exception), the next one is accepted below.
+    }
+    accept_next();
+  });
+}
+
+/// accept(), which must not be lost to an allocation failure (async_accept allocates its
+/// operation): the server would never take another connection. On the acceptor strand. While
+/// memory is exhausted it retries every millisecond, holding this one I/O thread.
+SERVEKIT_DECL void server_state::accept_next() noexcept {
+  for (;;) {
+    try {
       accept();
       return;
+    } catch (const std::bad_alloc&) {
+      if (!acceptor_.is_open()) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
     }
-    socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<session>(*this, std::move(socket))->start(live >= max_connections_);
-    accept();
-  });
+  }
 }
 
 SERVEKIT_DECL void server_state::force_close_sessions() {

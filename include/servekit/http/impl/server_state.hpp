@@ -45,6 +45,14 @@ using error_code = boost::system::error_code;
 
 using strand_type = asio::strand<asio::io_context::executor_type>;
 using socket_type = tcp::socket::rebind_executor<strand_type>::other;
+// Timers and the acceptor on the strand's own executor type, not the type-erased
+// any_io_executor: Asio 1.74 copies an I/O object's executor into each operation in a noexcept
+// constructor (handler_work), and a type-erased strand allocates there, so an allocation
+// failure would call std::terminate.
+using timer_type =
+    asio::basic_waitable_timer<std::chrono::steady_clock,
+                               asio::wait_traits<std::chrono::steady_clock>, strand_type>;
+using acceptor_type = tcp::acceptor::rebind_executor<strand_type>::other;
 
 inline constexpr std::string_view json_content_type = "application/json";
 inline constexpr std::string_view binary_content_type = "application/octet-stream";
@@ -150,6 +158,8 @@ private:
 
   void listen();
   void accept();
+  void accept_next() noexcept;
+  void resume_accepting() noexcept;
 
   /// Under mutex_: whether the caller is the one to release the work guard (stopping, no
   /// session left, and nobody claimed it before). The claimant resets work_ after unlocking,
@@ -173,10 +183,32 @@ private:
 
   asio::io_context ioc_;
   strand_type acceptor_strand_;
-  tcp::acceptor acceptor_;
+  acceptor_type acceptor_;
   std::optional<asio::signal_set> signals_;
-  std::optional<asio::steady_timer> retry_timer_;
-  std::optional<asio::steady_timer> exit_timer_; ///< armed by stop(): options_.exit_timeout
+  std::optional<timer_type> retry_timer_;
+  /// Which accept (or accept retry) is pending, 0 if none: resume_accepting() starts one when
+  /// a handler threw and none is left. accept_generation_ on the acceptor strand.
+  std::atomic<std::uint64_t> accept_armed_{0};
+  std::uint64_t accept_generation_ = 0;
+  /// Held by a pending accept's handler: when the handler goes (run, or lost to an exception
+  /// before it ran), that accept is no longer pending.
+  struct accept_watch {
+    server_state* server = nullptr;
+    std::uint64_t generation = 0;
+    accept_watch(server_state* s, std::uint64_t g) noexcept : server{s}, generation{g} {}
+    accept_watch(accept_watch&& other) noexcept
+        : server{std::exchange(other.server, nullptr)}, generation{other.generation} {}
+    accept_watch(const accept_watch&) = delete;
+    accept_watch& operator=(const accept_watch&) = delete;
+    accept_watch& operator=(accept_watch&&) = delete;
+    ~accept_watch() {
+      if (server != nullptr) {
+        std::uint64_t expected = generation;
+        server->accept_armed_.compare_exchange_strong(expected, 0);
+      }
+    }
+  };
+  std::optional<timer_type> exit_timer_; ///< armed by stop(): options_.exit_timeout
   // Repository load/unload block (they build or drain models), so they run here, one at a time.
   asio::thread_pool admin_{1};
 };

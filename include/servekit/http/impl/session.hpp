@@ -19,7 +19,9 @@
 
 #include <utility> // before Asio: Boost 1.74's Asio needs it under GCC 12 in C++20
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/buffer_traits.hpp>
@@ -35,9 +37,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace servekit::http {
 
@@ -116,12 +120,44 @@ public:
     void operator()(response&& r);
   };
 
+  /// Runs `step` on the session's strand, from a thread that is not the server's (a model's
+  /// instance thread): the step that writes a response must not be lost to an allocation
+  /// failure, or its client would wait forever. A post straight to the strand may fail after
+  /// queueing the step (Asio 1.74 allocates the strand's invoker after the step is queued, and
+  /// the strand then stays locked), so the step goes to the io_context first, whose one
+  /// allocation fails cleanly, then from an I/O thread into the strand (where dispatch runs the
+  /// strand's invoker inline, without allocating it). Retried every millisecond while memory is
+  /// exhausted. Only for a request's one final step: two steps could reach the strand in either
+  /// order.
+  template <class Step>
+  static void post_reliably(const std::shared_ptr<session>& self, const Step& step) noexcept {
+    for (;;) {
+      try {
+        asio::post(self->strand_.get_inner_executor(),
+                   [self, step] { dispatch_reliably(self, step); });
+        return;
+      } catch (const std::bad_alloc&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{1});
+      }
+    }
+  }
+
 private:
+  template <class Step>
+  static void dispatch_reliably(const std::shared_ptr<session>& self, const Step& step) noexcept {
+    try {
+      asio::dispatch(self->strand_, step); // throws only before the step is queued
+    } catch (const std::bad_alloc&) {
+      post_reliably(self, step);
+    }
+  }
+
   enum class phase : std::uint8_t { reading_header, reading_body, handling, writing, draining };
 
   // ---- transport, on the strand (session_transport.ipp) ---------------------------------
 
-  void read_header();
+  void read_header(); ///< read_next_header(); closes if it runs out of memory
+  void read_next_header();
   void read_header_now();
   void on_header(const error_code& ec);
   [[nodiscard]] bool framing_ok();
@@ -147,7 +183,8 @@ private:
   void reply(unsigned status, std::string_view content_type);
   void reply_empty(unsigned status);
   void reply_error(unsigned status, std::string_view message);
-  void write();
+  void write(); ///< write_response(); closes if it runs out of memory
+  void write_response();
   void on_write(const error_code& ec);
   void log() const;
   void recycle();
@@ -181,6 +218,8 @@ private:
   void stream_response(const std::shared_ptr<session>& self, response&& r) noexcept;
   // On the strand: the events, written one after the other.
   void stream_push(std::string json, bool has_event, bool final, unsigned error_status);
+  void stream_push_event(std::string json, bool has_event, bool final, unsigned error_status);
+  void give_up_stream();
   void stream_write_next();
   void on_stream_write(const error_code& ec);
   void end_broken_stream();
@@ -227,7 +266,7 @@ private:
 
     socket_type socket;
     /// The connection's only timer: header, body, keep-alive and write timeouts (arm()).
-    asio::steady_timer timer{socket.get_executor()};
+    timer_type timer{socket.get_executor()};
     /// When the connection is cut off; max(): no limit (disarmed).
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     /// When the pending timer wait ends; max(): none pending. Never later than `deadline`.

@@ -23,9 +23,12 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <string>
+#include <thread>
 
 namespace servekit::http {
 
@@ -109,12 +112,16 @@ SERVEKIT_DECL void session::collect_generate_response(const std::shared_ptr<sess
     }
   } catch (...) {
     handoff_.status = 500;
-    handoff_.body = R"({"error":"cannot encode the response"})";
+    try {
+      handoff_.body = R"({"error":"cannot encode the response"})";
+    } catch (...) {
+      handoff_.body.clear(); // out of memory: a bodiless 500 (noexcept: nothing may escape)
+    }
   }
   if (r.final) {
     handoff_.content_type = json_content_type;
     handoff_.json_header_length.reset();
-    asio::post(self->strand_, [s = self] { s->write(); });
+    post_reliably(self, [s = self] { s->write(); });
   }
 }
 
@@ -138,17 +145,42 @@ SERVEKIT_DECL void session::stream_response(const std::shared_ptr<session>& self
     }
   } catch (...) {
     error_status = 500;
-    json = R"({"error":"cannot encode the response"})";
+    json.clear(); // out of memory: an error without a message (noexcept: nothing may escape)
   }
-  asio::post(self->strand_, [s = self, json = std::move(json), has_event, error_status,
-                             final = r.final]() mutable {
+  // Straight to the strand, so the events keep their order. Retried while memory is exhausted
+  // (a lost final event would leave the client waiting); Asio's post fails before queueing the
+  // event unless the strand's invoker cannot be allocated (see post_reliably).
+  // Each try posts a copy: a failed post may have consumed what it was given.
+  auto push = [s = self, json = std::move(json), has_event, error_status,
+               final = r.final]() mutable {
     s->stream_push(std::move(json), has_event, final, error_status);
-  });
+  };
+  for (;;) {
+    try {
+      auto attempt = push;
+      asio::post(self->strand_, std::move(attempt));
+      return;
+    } catch (const std::bad_alloc&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
+  }
 }
 
 /// On the strand: queues one response's event (and the end of the body after the final).
 SERVEKIT_DECL void session::stream_push(std::string json, bool has_event, bool final,
                                         unsigned error_status) {
+  try {
+    stream_push_event(std::move(json), has_event, final, error_status);
+  } catch (const std::bad_alloc&) {
+    // No memory for this event: the stream cannot go on whole, so it is given up as for a
+    // client that does not read (the client sees the connection close before the last chunk).
+    on_strand_.stream_final_queued = on_strand_.stream_final_queued || final;
+    give_up_stream();
+  }
+}
+
+SERVEKIT_DECL void session::stream_push_event(std::string json, bool has_event, bool final,
+                                              unsigned error_status) {
   if (on_strand_.stream_broken) {
     if (final) {
       end_broken_stream();
@@ -193,24 +225,30 @@ SERVEKIT_DECL void session::stream_push(std::string json, bool has_event, bool f
     // The client reads slower than the model answers: give the stream up rather than buffer
     // without bound. Closing fails the write in progress (on_stream_write), which drops the
     // queue; the model's remaining responses are dropped as for a departed client.
-    // The chunk being written stays until its write completes (the socket may still be
-    // reading from it); the others are freed now.
-    on_strand_.stream_broken = true;
-    if (on_strand_.stream_writing) {
-      on_strand_.stream_queue.erase(on_strand_.stream_queue.begin() + 1,
-                                    on_strand_.stream_queue.end());
-      on_strand_.stream_queue.shrink_to_fit();
-    } else {
-      std::deque<std::string>{}.swap(on_strand_.stream_queue);
-    }
-    on_strand_.stream_queued_bytes = 0;
-    close();
-    if (final && !on_strand_.stream_writing) {
-      end_broken_stream();
-    }
+    give_up_stream();
     return;
   }
   stream_write_next();
+}
+
+/// Drops the stream's queued events and closes the connection; the model's remaining responses
+/// are dropped as for a departed client.
+SERVEKIT_DECL void session::give_up_stream() {
+  // The chunk being written stays until its write completes (the socket may still be
+  // reading from it); the others are freed now.
+  on_strand_.stream_broken = true;
+  if (on_strand_.stream_writing) {
+    on_strand_.stream_queue.erase(on_strand_.stream_queue.begin() + 1,
+                                  on_strand_.stream_queue.end());
+    on_strand_.stream_queue.shrink_to_fit();
+  } else {
+    std::deque<std::string>{}.swap(on_strand_.stream_queue);
+  }
+  on_strand_.stream_queued_bytes = 0;
+  close();
+  if (on_strand_.stream_final_queued && !on_strand_.stream_writing) {
+    end_broken_stream();
+  }
 }
 
 SERVEKIT_DECL void session::stream_write_next() {

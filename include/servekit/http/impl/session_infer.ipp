@@ -37,7 +37,7 @@ SERVEKIT_DECL void session::infer_sink::operator()(response&& r) {
   self->encode_infer_response(std::move(r));
   // The handler gets a copy: `self` keeps the session (and so the server) alive until post()
   // has returned, whatever the strand does meanwhile on another thread.
-  asio::post(self->strand_, [s = self] { s->write(); });
+  post_reliably(self, [s = self] { s->write(); });
 }
 
 SERVEKIT_DECL void session::handle_infer() {
@@ -119,7 +119,13 @@ SERVEKIT_DECL void session::encode_infer_response(response&& r) noexcept {
     try {
       handoff_.body = encode_error(std::string("cannot encode the response: ") + e.what());
     } catch (...) {
-      handoff_.body.assign(R"({"error":"cannot encode the response"})");
+      // Out of memory (std::bad_alloc): the message needs no more memory than the body's
+      // capacity holds; an assign that cannot get it must not escape (noexcept: terminate).
+      try {
+        handoff_.body.assign(R"({"error":"cannot encode the response"})");
+      } catch (...) {
+        handoff_.body.clear(); // a bodiless 500
+      }
     }
   }
   // handoff_.model is released in write(), on the strand: once handle_infer has returned from

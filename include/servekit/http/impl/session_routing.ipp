@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <new>
 #include <string>
 
 namespace servekit::http {
@@ -58,7 +59,11 @@ SERVEKIT_DECL void session::handle() {
     }
     dispatch_route();
   } catch (const std::exception& e) {
-    reply_error(500, std::string("internal error: ") + e.what());
+    try {
+      reply_error(500, std::string("internal error: ") + e.what());
+    } catch (const std::bad_alloc&) {
+      close(); // no memory even for the error: the client sees the connection close
+    }
   }
 }
 

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -78,6 +79,16 @@ SERVEKIT_DECL void session::force_close() { close(); }
 // ---- reading ----------------------------------------------------------------------------
 
 SERVEKIT_DECL void session::read_header() {
+  try {
+    read_next_header();
+  } catch (const std::bad_alloc&) {
+    // No memory for the next request's parser or its read: close, rather than leave a read
+    // ahead pending that would come back to a session without a parser.
+    close();
+  }
+}
+
+SERVEKIT_DECL void session::read_next_header() {
   on_strand_.phase = phase::reading_header;
   if (on_strand_.stopping) {
     close();
@@ -487,6 +498,16 @@ SERVEKIT_DECL void session::reply_error(unsigned status, std::string_view messag
 }
 
 SERVEKIT_DECL void session::write() {
+  try {
+    write_response();
+  } catch (const std::bad_alloc&) {
+    // No memory for the head, the compressed body or the write: the response cannot go out,
+    // so the connection is closed (its client sees the close instead of waiting for ever).
+    close();
+  }
+}
+
+SERVEKIT_DECL void session::write_response() {
   on_strand_.phase = phase::writing;
   handoff_.model.reset(); // a retired model's last reference goes to the repository's reaper
   on_strand_.close_after =

@@ -1,0 +1,35 @@
+#pragma once
+/// \file
+/// The global operator new and delete of servekit.test.http_alloc (failing_new.cpp), which
+/// replace the standard ones for the whole program: every allocation is counted (live bytes and
+/// their peak, for the decoder's memory test), and allocations can be made to fail (std::bad_alloc,
+/// or nullptr from the nothrow forms) for fault injection. Threads marked exempt (the test's own
+/// client thread) never see a failure, so only the server's threads do. With the environment
+/// variable FAILING_NEW_TRACE set, each failed allocation prints its backtrace on stderr.
+
+#include <atomic>
+#include <cstdint>
+
+namespace failing_new {
+
+/// Live bytes allocated through operator new (malloc_usable_size of each block), all threads.
+extern std::atomic<std::int64_t> live;
+/// The highest `live` since the test last stored into it.
+extern std::atomic<std::int64_t> peak;
+
+/// Allocations of threads that are not exempt since the last arm_*() call.
+[[nodiscard]] std::uint64_t allocations() noexcept;
+/// Allocations made to fail since the last arm_*() call.
+[[nodiscard]] std::uint64_t failures() noexcept;
+
+/// Counts allocations from now on, failing none.
+void arm_count() noexcept;
+/// Fails the `n`th allocation from now (1: the next one) and `burst` - 1 after it, then none.
+void arm_fail(std::uint64_t n, std::uint64_t burst = 1) noexcept;
+/// Fails no allocation from now on (allocations() and failures() keep their values).
+void disarm() noexcept;
+
+/// Marks the calling thread's allocations as never failing and not counted (the test's client).
+void exempt_this_thread() noexcept;
+
+} // namespace failing_new
