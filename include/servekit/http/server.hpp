@@ -106,4 +106,5 @@ private:
 #include <servekit/http/impl/session_routing.ipp>
 #include <servekit/http/impl/session_statistics.ipp>
 #include <servekit/http/impl/session_transport.ipp>
+#include <servekit/http/impl/session_write.ipp>
 #endif

@@ -2,7 +2,8 @@
 /// \file
 /// One HTTP connection of the front end (http/server.hpp): the session class. Its member
 /// functions are defined by purpose, one implementation file each:
-/// - http/impl/session_transport.ipp: starting, reading, writing, keep-alive, draining, closing;
+/// - http/impl/session_transport.ipp: starting, reading, content codings, the deadline;
+/// - http/impl/session_write.ipp: writing, keep-alive, draining, closing;
 /// - http/impl/session_routing.ipp: the route of a request, and the answer for a missing model;
 /// - http/impl/session_metadata.ipp: health, server and model metadata, model config;
 /// - http/impl/session_infer.ipp: /infer and its response sink;
