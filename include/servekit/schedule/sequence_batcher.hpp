@@ -7,6 +7,7 @@
 #include <servekit/schedule/oldest_sequence_core.hpp>
 #include <servekit/schedule/scheduler.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
+#include <servekit/state/host_state_store.hpp>
 
 namespace servekit {
 
@@ -32,7 +33,9 @@ struct oldest {
 ///                                     servekit::instance_group<2>>;
 ///
 /// `Store` is any `state_store` (servekit/state); the model checks it when it is composed.
-template <class Strategy, class Store>
+/// `sequence_batcher<>` is Triton's default: the direct strategy, implicit state in host memory
+/// (the composition `named_backend` makes when a config asks for sequence batching).
+template <class Strategy = direct, class Store = host_state_store>
 struct sequence_batcher {
   using policy_role = scheduler_role;
   using core_type = typename Strategy::core_type;
