@@ -260,16 +260,17 @@ struct model_at<ensemble_problem::npos, Models...> {
   using type = void;
 };
 
-/// Instantiates the check of `Problem`'s fault, with its step, model and tensor names.
-template <ensemble_fault Problem, int Step, class Model, tensor_name Tensor,
-          tensor_name ModelTensor, int OtherStep, class OtherModel>
+/// Instantiates the check of `Problem`'s fault, with its step, model and tensor names (already
+/// spelled for the compiler: ensemble_check::tensor<...>, ensemble_check::model_tensor<...>).
+template <ensemble_fault Problem, int Step, class Model, class NamedTensor, class NamedModelTensor,
+          int OtherStep, class OtherModel>
 consteval bool report_ensemble_problem() {
   namespace ec = ensemble_check;
   using enum ensemble_fault;
   using at = ec::step<Step, Model>;
   using other = ec::step<OtherStep, OtherModel>;
-  using named_tensor = ec::spelled<ec::tensor, Tensor>;
-  using named_model_tensor = ec::spelled<ec::model_tensor, ModelTensor>;
+  using named_tensor = NamedTensor;
+  using named_model_tensor = NamedModelTensor;
   if constexpr (Problem == no_steps) {
     return sizeof(ec::ensemble_has_no_steps<at>) == 0;
   } else if constexpr (Problem == duplicate_name) {
@@ -330,7 +331,9 @@ struct ensemble_graph_of {
   static constexpr bool checked = report_ensemble_problem<
       problem.fault, as_int(problem.step),
       typename model_at<problem.step, typename Steps::model_type...>::type,
-      tensor_name{problem.tensor}, tensor_name{model_tensor()}, as_int(problem.peer_step),
+      ensemble_check::spelled<ensemble_check::tensor, tensor_name{problem.tensor}>,
+      ensemble_check::spelled<ensemble_check::model_tensor, tensor_name{model_tensor()}>,
+      as_int(problem.peer_step),
       typename model_at<problem.peer_step, typename Steps::model_type...>::type>();
 
   /// Declared specs of the ensemble's own inputs and outputs, taken from the steps on the other
