@@ -1,4 +1,5 @@
 // expect: a backend.s `inputs` must be
+// names: names_only
 #include <servekit/runtime/model.hpp>
 
 struct names_only {

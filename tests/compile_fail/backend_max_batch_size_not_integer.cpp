@@ -1,4 +1,5 @@
 // expect: a backend.s `max_batch_size` must be
+// names: fractional_batches
 #include <servekit/runtime/model.hpp>
 
 struct fractional_batches {

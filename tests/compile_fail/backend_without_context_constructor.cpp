@@ -1,4 +1,5 @@
 // expect: a backend needs a public constructor `explicit B.const servekit::instance_context&.`
+// names: default_constructed_only
 #include <servekit/runtime/model.hpp>
 
 struct default_constructed_only {

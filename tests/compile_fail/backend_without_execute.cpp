@@ -1,4 +1,5 @@
 // expect: a backend needs a public member function `void execute.servekit::batch&.`
+// names: no_execute
 #include <servekit/runtime/model.hpp>
 
 struct no_execute {

@@ -1,4 +1,5 @@
 // expect: a batching scheduler needs a backend that allows batching
+// names: one_at_a_time dynamic_batcher
 #include <servekit/runtime/model.hpp>
 
 struct one_at_a_time {

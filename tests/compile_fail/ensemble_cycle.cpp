@@ -1,4 +1,5 @@
-// expect: tensor_name\{"STATE"\}.*the steps form a cycle: step Step reads Tensor from step
+// expect: servekit: ensemble: the steps form a cycle: the first step reads the tensor
+// names: steps_form_a_cycle step<0, merge_backend STATE step<1, update_backend
 // Step 0 reads "STATE", which step 1 writes from "mixed", which step 0 writes.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,6 @@
-// expect: tensor_name\{"preprocessed_image"\}.*Tensor has incompatible dims where step
+// expect: servekit: ensemble: a tensor has incompatible dims where it is provided
+// names: tensor_dims_differ_between_producer_and_step_input preprocessed_image
+// names: step<0, preprocess_backend step<1, classify_backend
 // Step 0 writes "preprocessed_image" as FP32 [4]; step 1 reads it as FP32 [5].
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,5 @@
-// expect: tensor_name\{"IMAGE"\}.*Tensor is listed twice among the ensemble.s inputs
+// expect: servekit: ensemble: a tensor is listed twice among the ensemble.s inputs and outputs
+// names: tensor_listed_twice_among_ensemble_inputs_and_outputs IMAGE
 // "IMAGE" is both an input and an output of the ensemble.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,5 @@
-// expect: ModelTensor = tensor_name\{"IN"\}.*maps model tensor ModelTensor more than once
+// expect: servekit: ensemble: a step maps a model tensor more than once
+// names: step_maps_a_model_tensor_twice step<0, classify_backend IN
 // The step maps its model's input "IN" twice, from two ensemble tensors.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,5 @@
-// expect: ensemble_fault::no_steps.*an ensemble needs at least one step
+// expect: servekit: an ensemble needs at least one step
+// names: ensemble_has_no_steps
 // An ensemble of no steps.
 #include <servekit/ensemble/ensemble.hpp>
 

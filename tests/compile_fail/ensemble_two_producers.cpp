@@ -1,4 +1,5 @@
-// expect: tensor_name\{"SCORES"\}.*Tensor has two producers: step Step and step OtherStep
+// expect: servekit: ensemble: a tensor has two producers
+// names: tensor_has_two_producers SCORES step<1, step<0, score_backend
 // Two steps write the ensemble tensor "SCORES"; a tensor has one producer.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

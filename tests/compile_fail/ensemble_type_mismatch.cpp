@@ -1,4 +1,6 @@
-// expect: tensor_name\{"preprocessed_image"\}.*Tensor has one data type where step OtherStep
+// expect: servekit: ensemble: a tensor has one data type where it is provided
+// names: tensor_data_type_differs_between_producer_and_step_input preprocessed_image
+// names: step<0, preprocess_backend step<1, classify_backend
 // Step 0 writes "preprocessed_image" as FP32; step 1 reads it as INT32.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,5 @@
-// expect: tensor_name\{"FORMATTED_IMG"\}.*maps ModelTensor, which its model does not declare
+// expect: servekit: ensemble: a step maps a model tensor that its model does not declare
+// names: step_maps_a_tensor_its_model_does_not_declare step<0, classify_backend FORMATTED_IMG
 // The step maps model input "FORMATTED_IMG"; the backend declares "FORMATTED_IMAGE".
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,5 @@
-// expect: tensor_name\{"MASK"\}.*does not map its model.s required input ModelTensor
+// expect: servekit: ensemble: a step does not map a required input of its model
+// names: step_does_not_map_a_required_model_input step<0, segment_backend MASK
 // The backend requires inputs "IMAGE" and "MASK"; the step maps only "IMAGE".
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

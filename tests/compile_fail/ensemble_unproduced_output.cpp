@@ -1,4 +1,5 @@
-// expect: tensor_name\{"SEGMENTATION"\}.*output Tensor is not produced by any step
+// expect: servekit: ensemble: an output of the ensemble is not produced by any step
+// names: ensemble_output_not_produced_by_any_step SEGMENTATION
 // The ensemble lists output "SEGMENTATION", but no step's output_map writes it.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

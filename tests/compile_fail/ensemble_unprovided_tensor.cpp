@@ -1,4 +1,6 @@
-// expect: tensor_name\{"preprocessed_image"\}.*reads Tensor, which no ensemble input and no step
+// expect: servekit: ensemble: a step input reads a tensor that no ensemble input and no step
+// names: step_input_reads_a_tensor_nothing_provides step<1, classify_backend
+// names: FORMATTED_IMAGE preprocessed_image
 // A step reads "preprocessed_image", but no ensemble input and no step output provides it.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,5 @@
-// expect: tensor_name\{"MASK"\}.*input Tensor is not read by any step
+// expect: servekit: ensemble: an input of the ensemble is not read by any step
+// names: ensemble_input_not_read_by_any_step MASK
 // The ensemble lists input "MASK", but no step's input_map reads it.
 #include <servekit/ensemble/ensemble.hpp>
 #include <servekit/runtime/model.hpp>

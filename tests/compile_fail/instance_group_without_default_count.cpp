@@ -1,4 +1,5 @@
 // expect: an instance_group policy needs `static constexpr std::int32_t default_count = N;`
+// names: countless_group minimal_backend
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

@@ -1,4 +1,5 @@
 // expect: a pinned scheduler core needs `bool take_woken.std::size_t instance.`
+// names: no_take_woken_core my_strategy
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

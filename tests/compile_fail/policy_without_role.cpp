@@ -1,4 +1,5 @@
 // expect: every policy of model<Backend, Policies...> must name its role
+// names: not_a_policy minimal_backend
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

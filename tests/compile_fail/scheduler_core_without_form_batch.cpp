@@ -1,4 +1,5 @@
 // expect: a scheduler core needs `bool form_batch.servekit::time_point now, servekit::batch_plan&
+// names: no_form_batch_core my_scheduler
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

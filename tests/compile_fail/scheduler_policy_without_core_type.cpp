@@ -1,4 +1,5 @@
 // expect: a scheduler policy needs `using core_type = ...;`
+// names: coreless_scheduler minimal_backend
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

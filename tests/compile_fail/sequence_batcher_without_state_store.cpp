@@ -1,4 +1,5 @@
 // expect: a state store needs a public constructor `explicit S.const servekit::state_store_config
+// names: not_a_store
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

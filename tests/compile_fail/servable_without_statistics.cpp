@@ -1,4 +1,5 @@
 // expect: a servable needs `servekit::statistics_snapshot statistics.. const`
+// names: forwarding_model
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/repository/any_model.hpp>

@@ -1,4 +1,5 @@
 // expect: a state store needs `servekit::status update.std::size_t slot, servekit::request&
+// names: store_without_update
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

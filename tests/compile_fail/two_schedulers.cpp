@@ -1,4 +1,5 @@
 // expect: got more than one scheduler policy
+// names: dynamic_batcher default_scheduler minimal_backend
 #include "archetypes/minimal_backend.hpp"
 
 #include <servekit/runtime/model.hpp>

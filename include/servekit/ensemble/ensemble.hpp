@@ -123,7 +123,8 @@ inline constexpr bool is_step = false;
 template <class M, class... Maps>
 inline constexpr bool is_step<step<M, Maps...>> = true;
 
-/// A name as a template argument, so that a failed check prints it: `tensor_name{"prepped"}`.
+/// A name as a template argument: up to 63 characters of a `std::string_view` (fixed_string's
+/// size is part of its type, which a name computed by the checks cannot choose).
 struct tensor_name {
   char value[64]{};
   constexpr tensor_name(std::string_view s) noexcept { // NOLINT: implicit by design
@@ -131,45 +132,175 @@ struct tensor_name {
       value[i] = s[i];
     }
   }
+  [[nodiscard]] constexpr std::size_t size() const noexcept {
+    std::size_t n = 0;
+    while (value[n] != '\0') {
+      ++n;
+    }
+    return n;
+  }
 };
 
-/// One static_assert per fault. The compiler prints this function's template arguments above
-/// the message: which step (-1: the ensemble itself), which tensor, which model tensor.
-template <ensemble_fault Problem, int Step, tensor_name Tensor, tensor_name ModelTensor,
-          int OtherStep>
+} // namespace detail
+
+/// The compile-time checks of an ensemble, one class template per fault: the failing check is
+/// the first thing either compiler prints, its name says what is wrong and its arguments say
+/// where, e.g. `step_input_reads_a_tensor_nothing_provides<step<1, model<classify_backend>>,
+/// model_tensor<"FORMATTED_IMAGE">, tensor<"preprocessed_image">>`.
+namespace ensemble_check {
+
+#if defined(__clang__)
+// clang (14 at least) prints a class-type template argument's characters as numbers, but a
+// `char` argument as a character: there a name is a pack of them, tensor<'I', 'N', '0'>.
+template <char... C>
+struct tensor {};
+template <char... C>
+struct model_tensor {};
+template <template <char...> class Kind, detail::tensor_name N, std::size_t... I>
+auto spell(std::index_sequence<I...> /*chars*/) -> Kind<N.value[I]...>;
+template <template <char...> class Kind, detail::tensor_name N>
+using spelled = decltype(spell<Kind, N>(std::make_index_sequence<N.size()>{}));
+#else
+// GCC prints a class-type template argument holding characters as a string:
+// tensor<tensor_name{"IN0"}>.
+template <detail::tensor_name N>
+struct tensor {};
+template <detail::tensor_name N>
+struct model_tensor {};
+template <template <detail::tensor_name> class Kind, detail::tensor_name N>
+using spelled = Kind<N>;
+#endif
+
+/// The step at fault: its index in ensemble<...> and its model (the ensemble itself: -1, void).
+template <int Index, class Model>
+struct step {};
+
+template <class... Where>
+inline constexpr bool fails = false;
+
+// Each check is instantiated only for the fault found, and fails there.
+template <class... Where>
+struct ensemble_has_no_steps {
+  static_assert(fails<Where...>, "servekit: an ensemble needs at least one step");
+};
+template <class Tensor>
+struct tensor_listed_twice_among_ensemble_inputs_and_outputs {
+  static_assert(fails<Tensor>, "servekit: ensemble: a tensor is listed twice among the "
+                               "ensemble's inputs and outputs (the tensor: above)");
+};
+template <class Step, class ModelTensor>
+struct step_maps_a_tensor_its_model_does_not_declare {
+  static_assert(fails<Step, ModelTensor>,
+                "servekit: ensemble: a step maps a model tensor that its model does not declare "
+                "(the step, its model and the tensor: above; see the backend's inputs/outputs)");
+};
+template <class Step, class ModelTensor>
+struct step_maps_a_model_tensor_twice {
+  static_assert(fails<Step, ModelTensor>, "servekit: ensemble: a step maps a model tensor more "
+                                          "than once (the step, its model and the tensor: above)");
+};
+template <class Step, class ModelTensor>
+struct step_does_not_map_a_required_model_input {
+  static_assert(fails<Step, ModelTensor>,
+                "servekit: ensemble: a step does not map a required input of its model (the "
+                "step, its model and the input: above)");
+};
+template <class Tensor, class Step, class OtherStep>
+struct tensor_has_two_producers {
+  static_assert(fails<Tensor, Step, OtherStep>,
+                "servekit: ensemble: a tensor has two producers, two steps or a step and an "
+                "ensemble input (step<-1, void>); a tensor has one producer");
+};
+template <class Step, class ModelTensor, class Tensor>
+struct step_input_reads_a_tensor_nothing_provides {
+  static_assert(fails<Step, ModelTensor, Tensor>,
+                "servekit: ensemble: a step input reads a tensor that no ensemble input and no "
+                "step output provides (the step, its model, the input and the tensor: above)");
+};
+template <class Tensor>
+struct ensemble_output_not_produced_by_any_step {
+  static_assert(fails<Tensor>,
+                "servekit: ensemble: an output of the ensemble is not produced by any step");
+};
+template <class Tensor>
+struct ensemble_input_not_read_by_any_step {
+  static_assert(fails<Tensor>,
+                "servekit: ensemble: an input of the ensemble is not read by any step");
+};
+template <class Step, class Tensor, class OtherStep>
+struct steps_form_a_cycle {
+  static_assert(fails<Step, Tensor, OtherStep>,
+                "servekit: ensemble: the steps form a cycle: the first step reads the tensor "
+                "from the other step, which depends on it");
+};
+template <class Tensor, class Producer, class Step, class ModelTensor>
+struct tensor_data_type_differs_between_producer_and_step_input {
+  static_assert(fails<Tensor, Producer, Step, ModelTensor>,
+                "servekit: ensemble: a tensor has one data type where it is provided (step<-1, "
+                "void>: the ensemble input) and another at a step's input");
+};
+template <class Tensor, class Producer, class Step, class ModelTensor>
+struct tensor_dims_differ_between_producer_and_step_input {
+  static_assert(fails<Tensor, Producer, Step, ModelTensor>,
+                "servekit: ensemble: a tensor has incompatible dims where it is provided "
+                "(step<-1, void>: the ensemble input) and at a step's input");
+};
+
+} // namespace ensemble_check
+
+namespace detail {
+
+/// The model of step `I` of `Models...`, void for npos (the ensemble itself).
+template <std::size_t I, class... Models>
+struct model_at {
+  using type = std::tuple_element_t<I, std::tuple<Models...>>;
+};
+template <class... Models>
+struct model_at<ensemble_problem::npos, Models...> {
+  using type = void;
+};
+
+/// Instantiates the check of `Problem`'s fault, with its step, model and tensor names (already
+/// spelled for the compiler: ensemble_check::tensor<...>, ensemble_check::model_tensor<...>).
+template <ensemble_fault Problem, int Step, class Model, class NamedTensor, class NamedModelTensor,
+          int OtherStep, class OtherModel>
 consteval bool report_ensemble_problem() {
+  namespace ec = ensemble_check;
   using enum ensemble_fault;
-  static_assert(Problem != no_steps, "servekit: an ensemble needs at least one step");
-  static_assert(Problem != duplicate_name,
-                "servekit: ensemble: Tensor is listed twice among the ensemble's inputs and "
-                "outputs");
-  static_assert(Problem != undeclared_model_tensor,
-                "servekit: ensemble: step Step maps ModelTensor, which its model does not declare "
-                "(see the backend's inputs/outputs)");
-  static_assert(Problem != model_tensor_mapped_twice,
-                "servekit: ensemble: step Step maps model tensor ModelTensor more than once");
-  static_assert(Problem != unmapped_model_input,
-                "servekit: ensemble: step Step does not map its model's required input "
-                "ModelTensor");
-  static_assert(Problem != two_producers,
-                "servekit: ensemble: Tensor has two producers: step Step and step OtherStep "
-                "(-1: an ensemble input); a tensor has one producer");
-  static_assert(Problem != unprovided_tensor,
-                "servekit: ensemble: step Step input ModelTensor reads Tensor, which no ensemble "
-                "input and no step output provides");
-  static_assert(Problem != unproduced_output,
-                "servekit: ensemble: output Tensor is not produced by any step");
-  static_assert(Problem != unused_input,
-                "servekit: ensemble: input Tensor is not read by any step");
-  static_assert(Problem != cycle, "servekit: ensemble: the steps form a cycle: step Step reads "
-                                  "Tensor from step OtherStep, which depends on it");
-  static_assert(Problem != type_mismatch,
-                "servekit: ensemble: Tensor has one data type where step OtherStep (-1: the "
-                "ensemble input) provides it and another at step Step input ModelTensor");
-  static_assert(Problem != dims_mismatch,
-                "servekit: ensemble: Tensor has incompatible dims where step OtherStep (-1: the "
-                "ensemble input) provides it and at step Step input ModelTensor");
-  return true;
+  using at = ec::step<Step, Model>;
+  using other = ec::step<OtherStep, OtherModel>;
+  using named_tensor = NamedTensor;
+  using named_model_tensor = NamedModelTensor;
+  if constexpr (Problem == no_steps) {
+    return sizeof(ec::ensemble_has_no_steps<at>) == 0;
+  } else if constexpr (Problem == duplicate_name) {
+    return sizeof(ec::tensor_listed_twice_among_ensemble_inputs_and_outputs<named_tensor>) == 0;
+  } else if constexpr (Problem == undeclared_model_tensor) {
+    return sizeof(ec::step_maps_a_tensor_its_model_does_not_declare<at, named_model_tensor>) == 0;
+  } else if constexpr (Problem == model_tensor_mapped_twice) {
+    return sizeof(ec::step_maps_a_model_tensor_twice<at, named_model_tensor>) == 0;
+  } else if constexpr (Problem == unmapped_model_input) {
+    return sizeof(ec::step_does_not_map_a_required_model_input<at, named_model_tensor>) == 0;
+  } else if constexpr (Problem == two_producers) {
+    return sizeof(ec::tensor_has_two_producers<named_tensor, at, other>) == 0;
+  } else if constexpr (Problem == unprovided_tensor) {
+    return sizeof(ec::step_input_reads_a_tensor_nothing_provides<at, named_model_tensor,
+                                                                 named_tensor>) == 0;
+  } else if constexpr (Problem == unproduced_output) {
+    return sizeof(ec::ensemble_output_not_produced_by_any_step<named_tensor>) == 0;
+  } else if constexpr (Problem == unused_input) {
+    return sizeof(ec::ensemble_input_not_read_by_any_step<named_tensor>) == 0;
+  } else if constexpr (Problem == cycle) {
+    return sizeof(ec::steps_form_a_cycle<at, named_tensor, other>) == 0;
+  } else if constexpr (Problem == type_mismatch) {
+    return sizeof(ec::tensor_data_type_differs_between_producer_and_step_input<
+                  named_tensor, other, at, named_model_tensor>) == 0;
+  } else if constexpr (Problem == dims_mismatch) {
+    return sizeof(ec::tensor_dims_differ_between_producer_and_step_input<named_tensor, other, at,
+                                                                         named_model_tensor>) == 0;
+  } else {
+    return true;
+  }
 }
 
 /// The graph of `ensemble<Inputs, Outputs, Steps...>` as constants, and its check.
@@ -197,9 +328,13 @@ struct ensemble_graph_of {
     const auto& s = steps[problem.step];
     return (problem.output_side ? s.output_map : s.input_map)[problem.mapping].model_tensor;
   }
-  static constexpr bool checked =
-      report_ensemble_problem<problem.fault, as_int(problem.step), tensor_name{problem.tensor},
-                              tensor_name{model_tensor()}, as_int(problem.peer_step)>();
+  static constexpr bool checked = report_ensemble_problem<
+      problem.fault, as_int(problem.step),
+      typename model_at<problem.step, typename Steps::model_type...>::type,
+      ensemble_check::spelled<ensemble_check::tensor, tensor_name{problem.tensor}>,
+      ensemble_check::spelled<ensemble_check::model_tensor, tensor_name{model_tensor()}>,
+      as_int(problem.peer_step),
+      typename model_at<problem.peer_step, typename Steps::model_type...>::type>();
 
   /// Declared specs of the ensemble's own inputs and outputs, taken from the steps on the other
   /// side; all or nothing (an ensemble declares either every tensor or none).

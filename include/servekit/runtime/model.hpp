@@ -102,7 +102,10 @@ consteval bool check_scheduler_policy() {
                 "servekit: a scheduler policy needs `static constexpr bool batches_requests = "
                 "...;` (whether it puts several requests in one batch)");
   if constexpr (sequence_policy<P>) {
-    static_assert(check_pinned_scheduler_core<typename P::core_type>());
+    // void: a strategy without a core, which sequence_batcher's own check has reported.
+    if constexpr (!std::is_void_v<typename P::core_type>) {
+      static_assert(check_pinned_scheduler_core<typename P::core_type>());
+    }
     static_assert(check_state_store<typename P::store_type>());
   } else if constexpr (scheduler_policy_declares_core_type<P>) {
     static_assert(check_scheduler_core<typename P::core_type>());

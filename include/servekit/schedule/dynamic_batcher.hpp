@@ -8,8 +8,10 @@
 #include <servekit/schedule/scheduler.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace servekit {
@@ -21,12 +23,37 @@ struct accept_every_request {
   [[nodiscard]] constexpr bool include(const request&) const noexcept { return true; }
 };
 
-/// A batch rule: `begin_batch()` when a batch starts, `include(r)` false closes it before `r`.
+namespace detail {
 template <class R>
-concept batch_rule = std::default_initializable<R> && requires(R& rule, const request& r) {
+concept rule_has_begin_batch = requires(R& rule) {
   rule.begin_batch();
+};
+template <class R>
+concept rule_has_include = requires(R& rule, const request& r) {
   { rule.include(r) } -> std::convertible_to<bool>;
 };
+} // namespace detail
+
+/// A batch rule: `begin_batch()` when a batch starts, `include(r)` false closes it before `r`.
+template <class R>
+concept batch_rule =
+    std::default_initializable<R> && detail::rule_has_begin_batch<R> && detail::rule_has_include<R>;
+
+/// Checks the `Rule` of `dynamic_batcher<Rule>`, one message per missing member (the rule's type
+/// is this function's template argument, printed above the message).
+template <class R>
+consteval bool check_batch_rule() {
+  static_assert(std::default_initializable<R>,
+                "servekit: a batch rule (the Rule of dynamic_batcher<Rule>) needs a public default "
+                "constructor; each batcher makes its own");
+  static_assert(detail::rule_has_begin_batch<R>,
+                "servekit: a batch rule (the Rule of dynamic_batcher<Rule>) needs `void "
+                "begin_batch()`, called when a batch starts");
+  static_assert(detail::rule_has_include<R>,
+                "servekit: a batch rule (the Rule of dynamic_batcher<Rule>) needs `bool "
+                "include(const servekit::request&)`; false closes the batch before the request");
+  return true;
+}
 
 /// Triton's dynamic batcher, decided in one pass over the queue when an instance is free:
 ///
@@ -218,11 +245,16 @@ private:
 };
 
 /// Policy: batch requests with Triton's dynamic batcher (configured by the model's
-/// `dynamic_batching` options). `Rule` adds a custom batch rule.
-template <batch_rule Rule = accept_every_request>
+/// `dynamic_batching` options). `Rule` adds a custom batch rule (a `batch_rule`, checked here
+/// with one message per missing member).
+template <class Rule = accept_every_request>
 struct dynamic_batcher {
+  static_assert(check_batch_rule<Rule>());
   using policy_role = scheduler_role;
-  using core_type = dynamic_batch_core<Rule>;
+  // A rule that fails the check above gets the default core, so that the check's message is
+  // the only error.
+  using core_type =
+      dynamic_batch_core<std::conditional_t<batch_rule<Rule>, Rule, accept_every_request>>;
   static constexpr bool batches_requests = true;
 };
 
