@@ -73,8 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // last token read, so the tag may appear when the body itself holds it.
   const bool body_holds_tag = body.find("[json.exception") != std::string_view::npos;
   if (!s.ok() && (s.code() != servekit::status_code::invalid_argument || s.message().empty() ||
-                  (!body_holds_tag &&
-                   s.message().find("[json.exception") != std::string::npos))) {
+                  (!body_holds_tag && s.message().find("[json.exception") != std::string::npos))) {
     __builtin_trap();
   }
   // nlohmann's accept has no depth limit (and reads a NUL byte as the end of the text).
