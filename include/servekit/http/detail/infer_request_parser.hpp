@@ -316,7 +316,7 @@ private:
   bool input_value(const json_scalar& s, std::string_view text);
   bool data_value(const json_scalar& s, std::string_view text);
   /// data_value's error, out of its way: it runs once per element.
-  [[gnu::cold, gnu::noinline]] bool fail_too_many_elements();
+  [[gnu::cold]] bool fail_too_many_elements();
   bool shape_value(const json_scalar& s);
 
   /// Reserves the scratch for the input's elements when its "shape" came before "data" (as
