@@ -82,7 +82,7 @@ using accumulate_oldest =
                     servekit::sequence_batcher<servekit::oldest, servekit::host_state_store>>;
 
 TEST(BundledBackends, TheListBuildsEveryBundledModelByBackendName) {
-  EXPECT_EQ(servekit_server::bundled_backends::names.size(), 6U);
+  EXPECT_EQ(servekit_server::bundled_backends::names.size(), 9U);
   for (const char* name : {"add_sub", "identity_delay", "accumulate", "accumulate_oldest",
                            "gpu_mlp", "gpu_accumulate", "repeat_int32", "add_sub_versions"}) {
     const auto options = bundled(name);
