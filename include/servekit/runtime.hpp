@@ -12,4 +12,5 @@
 #include <servekit/runtime/sequence_shell.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
 #include <servekit/runtime/simulated_shell.hpp>
+#include <servekit/runtime/submit_answering.hpp>
 #include <servekit/runtime/threaded_shell.hpp>
