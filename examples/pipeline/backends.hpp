@@ -36,7 +36,7 @@ struct preprocess_backend {
 
   void execute(servekit::batch& b) {
     for (std::size_t i = 0; i < b.size(); ++i) {
-      const servekit::tensor& in = *b.request(i).find_input("RAW_IMAGE");
+      const servekit::tensor& in = b.request(i).input("RAW_IMAGE");
       const auto raw = in.values<std::uint8_t>();
       // Same shape as the input: normalising changes the element type, not the layout.
       auto& norm =
@@ -60,7 +60,7 @@ struct classify_backend {
 
   void execute(servekit::batch& b) {
     for (std::size_t i = 0; i < b.size(); ++i) {
-      const servekit::tensor& in = *b.request(i).find_input("FORMATTED_IMAGE");
+      const servekit::tensor& in = b.request(i).input("FORMATTED_IMAGE");
       const auto image = in.values<float>();
       auto& scores = b.response(i).add_output("CLASSIFICATION_OUTPUT", servekit::data_type::fp32,
                                               {rows(in), classes});
@@ -88,7 +88,7 @@ struct segment_backend {
 
   void execute(servekit::batch& b) {
     for (std::size_t i = 0; i < b.size(); ++i) {
-      const servekit::tensor& in = *b.request(i).find_input("FORMATTED_IMAGE");
+      const servekit::tensor& in = b.request(i).input("FORMATTED_IMAGE");
       const auto image = in.values<float>();
       auto& mask =
           b.response(i).add_output("SEGMENTATION_OUTPUT", servekit::data_type::uint8, in.shape);

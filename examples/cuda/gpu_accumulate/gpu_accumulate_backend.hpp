@@ -124,7 +124,7 @@ private:
 
   [[nodiscard]] servekit::status read_step(servekit::batch& b, std::size_t i, step& s) const {
     servekit::request& r = b.request(i);
-    const servekit::tensor& in = *r.find_input("INPUT");
+    const servekit::tensor& in = r.input("INPUT");
     s.state = r.find_input("INPUT_STATE");
     if (s.state == nullptr || s.state->type != servekit::data_type::int32 ||
         s.state->element_count() != 1 || s.state->data.size() != sizeof(std::int32_t)) {
@@ -159,7 +159,7 @@ private:
   }
 
   static void add_output(servekit::batch& b, std::size_t i, std::int32_t sum) {
-    const servekit::tensor& in = *b.request(i).find_input("INPUT");
+    const servekit::tensor& in = b.request(i).input("INPUT");
     b.response(i)
         .add_output("OUTPUT", servekit::data_type::int32, in.shape)
         .values<std::int32_t>()[0] = sum;

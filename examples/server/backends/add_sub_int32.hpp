@@ -63,8 +63,8 @@ public:
     for (std::size_t i = 0; i < b.size(); ++i) {
       const servekit::request& r = b.request(i);
       servekit::response& out = b.response(i);
-      const servekit::tensor& a = *r.find_input("INPUT0");
-      const servekit::tensor& c = *r.find_input("INPUT1");
+      const servekit::tensor& a = r.input("INPUT0");
+      const servekit::tensor& c = r.input("INPUT1");
       if (a.shape != c.shape) {
         out.status = servekit::invalid_argument(
             "model '" + std::string{b.instance().model_name} +

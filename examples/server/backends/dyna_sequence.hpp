@@ -62,7 +62,7 @@ public:
             "': the dyna_sequence backend expects a correlation id decodable into an integer");
         continue;
       }
-      const servekit::tensor& in = *r.find_input("INPUT");
+      const servekit::tensor& in = r.input("INPUT");
       const auto x = in.values<std::int32_t>();
       std::int32_t& sum = accumulators_[*corrid];
       std::size_t first = 0;

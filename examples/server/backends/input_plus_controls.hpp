@@ -57,7 +57,7 @@ public:
       const std::int32_t add =
           wrapping_add(control_flag(r, "START"),
                        wrapping_mul(control_flag(r, "END"), static_cast<std::int32_t>(*corrid)));
-      const servekit::tensor& in = *r.find_input("INPUT");
+      const servekit::tensor& in = r.input("INPUT");
       if (!r.wants_output("OUTPUT")) {
         continue;
       }
