@@ -9,10 +9,11 @@
 ///     server.stop_on_signals();
 ///     server.run(); // returns after SIGINT/SIGTERM, once in-flight requests are answered
 ///
-/// Threading: an io_context run by `thread_count` threads; one session per connection on its
-/// own strand. An infer request holds no thread while the model works on it: the response sink
-/// (called on a model instance thread) encodes the response there and posts the write to the
-/// connection's strand. Repository load/unload run on a separate thread, never on an I/O thread.
+/// Threading: `thread_count` I/O threads, each running an io_context of its own; a connection
+/// lives on one of them (dealt in turn), so its handlers never run concurrently. An infer
+/// request holds no thread while the model works on it: the response sink (called on a model
+/// instance thread) encodes the response there and posts the write to the connection's
+/// io_context. Repository load/unload run on a separate thread, never on an I/O thread.
 
 ///
 /// The front end (Boost.Beast sessions, routing, the endpoints) is compiled once into
