@@ -43,15 +43,20 @@ struct served_pipeline {
   pipeline ensemble{{.name = "compiled"}, pre, cls};
 };
 
-/// A model repository without folders holding the compile-time ensemble, served on a free
-/// loopback port in explicit model control mode.
+/// Registers the compile-time ensemble as "compiled".
+void add_compiled_pipeline(servekit::model_repository& repository) {
+  const auto added = repository.add(
+      "compiled", 1, [] { return servekit::any_model::make_owning<&served_pipeline::ensemble>(); });
+  EXPECT_TRUE(added.ok()) << added.message();
+}
+
+/// A model repository without folders holding what `add` registers (the compile-time
+/// ensemble by default), served on a free loopback port in explicit model control mode.
 class served_pipeline_server {
 public:
-  served_pipeline_server() {
-    const auto added = repository_.add("compiled", 1, [] {
-      return servekit::any_model::make_owning<&served_pipeline::ensemble>();
-    });
-    EXPECT_TRUE(added.ok()) << added.message();
+  explicit served_pipeline_server(
+      void (*add)(servekit::model_repository&) = add_compiled_pipeline) {
+    add(repository_);
     (void)repository_.load_all();
     servekit::http::server_options o;
     o.host = "127.0.0.1";
@@ -126,6 +131,38 @@ TEST(RegisteredModel, CompileTimeEnsembleAnswersOverHttp) {
   EXPECT_NE(metrics.body.find("nv_inference_request_success{model=\"compiled\",version=\"1\"} 1\n"),
             std::string::npos)
       << metrics.body;
+}
+
+/// A hand-made model whose type composes a dynamic batcher, registered with options that name
+/// it and nothing else.
+using batched_preprocess = servekit::model<
+    ensemble_tests::unary_backend<ensemble_tests::plus_one, "RAW_IMAGE", "PREPROCESSED_OUTPUT">,
+    servekit::dynamic_batcher<>>;
+
+// /config shows what the type composes, as Triton's auto-complete shows what a backend fills
+// in: the dynamic_batching block the model runs with, its tensors and max_batch_size.
+TEST(RegisteredModel, ConfigShowsTheSchedulerTheTypeComposes) {
+  served_pipeline_server s{[](servekit::model_repository& repository) {
+    const auto added = repository.add("prep", 1, [] {
+      servekit::model_options o;
+      o.name = "prep";
+      return servekit::any_model::make<batched_preprocess>(o);
+    });
+    EXPECT_TRUE(added.ok()) << added.message();
+  }};
+  auto c = s.client();
+  const auto config = c.get("/v2/models/prep/config");
+  ASSERT_EQ(config.status, 200U) << config.body;
+  const auto j = parse(config);
+  EXPECT_TRUE(j.contains("dynamic_batching")) << j.dump();
+  EXPECT_FALSE(j.contains("sequence_batching")) << j.dump();
+  ASSERT_EQ(j.at("input").size(), 1U) << j.dump();
+  EXPECT_EQ(j["input"][0].at("name"), "RAW_IMAGE");
+  EXPECT_EQ(j.at("max_batch_size"), 8); // the backend's declaration (unary_backend's default)
+  EXPECT_EQ(j["input"][0].at("dims"), json::array({4}));
+  const auto metadata = parse(c.get("/v2/models/prep"));
+  EXPECT_EQ(metadata.at("inputs")[0].at("shape"), json::array({-1, 4})); // batching: -1 first
+  EXPECT_EQ(metadata.at("platform"), ""); // a model<> names no backend or platform
 }
 
 TEST(RegisteredModel, UnloadAndLoadThroughTheRepositoryApi) {
