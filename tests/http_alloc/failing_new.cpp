@@ -29,6 +29,9 @@ std::atomic<std::uint64_t> failed{0};
 // Allocations number fail_from .. fail_to - 1 (counted from 1 after arming) fail.
 std::atomic<std::uint64_t> fail_from{never};
 std::atomic<std::uint64_t> fail_to{never};
+// Only the threads marked subject see failures and are counted (the server's I/O thread);
+// the trace below marks its own allocations exempt.
+thread_local bool subject = false;
 thread_local bool exempt = false;
 
 void add(void* p) noexcept {
@@ -45,7 +48,7 @@ void remove(void* p) noexcept {
 
 /// Whether this allocation is one to fail.
 bool should_fail() noexcept {
-  if (exempt || !armed.load(std::memory_order_acquire)) {
+  if (!subject || exempt || !armed.load(std::memory_order_acquire)) {
     return false;
   }
   const std::uint64_t k = seen.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -118,7 +121,7 @@ void disarm() noexcept {
   armed.store(false, std::memory_order_release);
 }
 
-void exempt_this_thread() noexcept { exempt = true; }
+void subject_this_thread() noexcept { subject = true; }
 
 } // namespace failing_new
 

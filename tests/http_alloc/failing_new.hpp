@@ -3,9 +3,10 @@
 /// The global operator new and delete of servekit.test.http_alloc (failing_new.cpp), which
 /// replace the standard ones for the whole program: every allocation is counted (live bytes and
 /// their peak, for the decoder's memory test), and allocations can be made to fail (std::bad_alloc,
-/// or nullptr from the nothrow forms) for fault injection. Threads marked exempt (the test's own
-/// client thread) never see a failure, so only the server's threads do. With the environment
-/// variable FAILING_NEW_TRACE set, each failed allocation prints its backtrace on stderr.
+/// or nullptr from the nothrow forms) for fault injection. Only the threads marked subject (the
+/// server's I/O thread) see failures; the test's client and the models' threads never do. With the
+/// environment variable FAILING_NEW_TRACE set, each failed allocation prints its backtrace on
+/// stderr.
 
 #include <atomic>
 #include <cstdint>
@@ -17,7 +18,7 @@ extern std::atomic<std::int64_t> live;
 /// The highest `live` since the test last stored into it.
 extern std::atomic<std::int64_t> peak;
 
-/// Allocations of threads that are not exempt since the last arm_*() call.
+/// Allocations of subject threads since the last arm_*() call.
 [[nodiscard]] std::uint64_t allocations() noexcept;
 /// Allocations made to fail since the last arm_*() call.
 [[nodiscard]] std::uint64_t failures() noexcept;
@@ -29,7 +30,7 @@ void arm_fail(std::uint64_t n, std::uint64_t burst = 1) noexcept;
 /// Fails no allocation from now on (allocations() and failures() keep their values).
 void disarm() noexcept;
 
-/// Marks the calling thread's allocations as never failing and not counted (the test's client).
-void exempt_this_thread() noexcept;
+/// Marks the calling thread's allocations as counted and subject to failure.
+void subject_this_thread() noexcept;
 
 } // namespace failing_new

@@ -4,6 +4,7 @@
 /// the repository index, Triton's statistics extension, Prometheus metrics and readiness. The
 /// server (server.hpp) calls them; they do no I/O, so a user's own front end can reuse them.
 
+#include <servekit/config/detail/json_teardown.hpp>
 #include <servekit/http/prometheus.hpp>
 #include <servekit/http/statistics_json.hpp>
 #include <servekit/repository/model_repository.hpp>
@@ -30,14 +31,16 @@ namespace servekit::http {
 [[nodiscard]] inline nlohmann::json
 repository_index_json(const std::vector<model_index_entry>& index, bool ready_only = false) {
   nlohmann::json out = nlohmann::json::array();
+  const servekit::detail::json_teardown_on_throw teardown{out}; // see json_teardown.hpp
   for (const auto& e : index) {
     if (ready_only && e.state != model_ready_state::ready) {
       continue;
     }
-    out.push_back(nlohmann::json{{"name", e.name},
-                                 {"version", e.version > 0 ? std::to_string(e.version) : ""},
-                                 {"state", std::string(to_string(e.state))},
-                                 {"reason", e.reason}});
+    auto& entry = servekit::detail::json_object_element(out);
+    entry["name"] = e.name;
+    entry["version"] = e.version > 0 ? std::to_string(e.version) : "";
+    entry["state"] = std::string(to_string(e.state));
+    entry["reason"] = e.reason;
   }
   return out;
 }
@@ -45,12 +48,17 @@ repository_index_json(const std::vector<model_index_entry>& index, bool ready_on
 /// Triton's `$stats_model_response`: `{"model_stats": [...]}`, one entry per model given.
 [[nodiscard]] inline nlohmann::json
 model_stats_json(const std::vector<std::shared_ptr<const loaded_model>>& models) {
-  nlohmann::json stats = nlohmann::json::array();
+  nlohmann::json out = nlohmann::json::object();
+  const servekit::detail::json_teardown_on_throw teardown{out}; // see json_teardown.hpp
+  auto& stats = servekit::detail::json_array_member(out, "model_stats");
   for (const auto& m : models) {
     const auto& c = m->options();
-    stats.push_back(to_statistics_json(c.name, std::to_string(c.version), m->model().statistics()));
+    nlohmann::json entry =
+        to_statistics_json(c.name, std::to_string(c.version), m->model().statistics());
+    const servekit::detail::json_teardown_on_throw entry_teardown{entry};
+    stats.push_back(std::move(entry));
   }
-  return nlohmann::json{{"model_stats", std::move(stats)}};
+  return out;
 }
 
 /// The Prometheus exposition of every READY model (`GET /metrics`), appended to `out`.

@@ -5,6 +5,7 @@
 /// paths, so nlohmann::json builds them.
 
 #include <servekit/backend/tensor_declaration.hpp>
+#include <servekit/config/detail/json_teardown.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/runtime/model_options.hpp>
 
@@ -30,17 +31,15 @@ inline constexpr std::array<std::string_view, 6> server_extensions = {
 };
 
 namespace detail {
-/// The versions as KServe lists them: decimal strings.
-[[nodiscard]] inline nlohmann::json version_names(const model_options& config,
-                                                  std::span<const std::int64_t> versions) {
-  auto out = nlohmann::json::array();
+/// The versions as KServe lists them, decimal strings, appended to the array `out`.
+inline void put_version_names(nlohmann::json& out, const model_options& config,
+                              std::span<const std::int64_t> versions) {
   if (versions.empty()) {
     out.push_back(std::to_string(config.version));
   }
   for (const auto v : versions) {
     out.push_back(std::to_string(v));
   }
-  return out;
 }
 } // namespace detail
 
@@ -52,36 +51,43 @@ namespace detail {
 [[nodiscard]] inline nlohmann::json
 model_metadata_json(const model_options& config, std::span<const std::int64_t> versions = {}) {
   const bool batching = config.max_batch_size.value_or(0) > 0;
-  const auto tensors = [batching](const std::vector<tensor_config>& list) {
-    auto out = nlohmann::json::array();
+  // Built member by member, dismantled if a failure stops it (see json_teardown.hpp).
+  nlohmann::json out = nlohmann::json::object();
+  const servekit::detail::json_teardown_on_throw teardown{out};
+  const auto put_tensors = [&](const char* key, const std::vector<tensor_config>& list) {
+    auto& tensors = servekit::detail::json_array_member(out, key);
     for (const auto& t : list) {
-      auto dims = nlohmann::json::array();
+      auto& entry = servekit::detail::json_object_element(tensors);
+      entry["name"] = t.name;
+      entry["datatype"] = to_string(t.type);
+      auto& shape = servekit::detail::json_array_member(entry, "shape");
       if (batching) {
-        dims.push_back(-1);
+        shape.push_back(-1);
       }
       for (const auto d : t.dims.dims()) {
-        dims.push_back(d);
+        shape.push_back(d);
       }
-      out.push_back({{"name", t.name}, {"datatype", to_string(t.type)}, {"shape", dims}});
     }
-    return out;
   };
-  return {
-      {"name", config.name},
-      {"versions", detail::version_names(config, versions)},
-      {"platform", config.platform.empty() ? config.backend : config.platform},
-      {"inputs", tensors(config.input)},
-      {"outputs", tensors(config.output)},
-  };
+  out["name"] = config.name;
+  detail::put_version_names(servekit::detail::json_array_member(out, "versions"), config, versions);
+  out["platform"] = config.platform.empty() ? config.backend : config.platform;
+  put_tensors("inputs", config.input);
+  put_tensors("outputs", config.output);
+  return out;
 }
 
 /// KServe server metadata: {"name":"servekit","version":"0.1.0","extensions":[...]}.
 [[nodiscard]] inline nlohmann::json server_metadata_json() {
-  auto extensions = nlohmann::json::array();
+  nlohmann::json out = nlohmann::json::object();
+  const servekit::detail::json_teardown_on_throw teardown{out}; // see json_teardown.hpp
+  out["name"] = server_name;
+  out["version"] = server_version;
+  auto& extensions = servekit::detail::json_array_member(out, "extensions");
   for (const auto e : server_extensions) {
     extensions.push_back(e);
   }
-  return {{"name", server_name}, {"version", server_version}, {"extensions", extensions}};
+  return out;
 }
 
 } // namespace servekit::http

@@ -3,6 +3,7 @@
 /// to_statistics_json: one model's statistics in the JSON shape of Triton's statistics
 /// extension (`GET v2/models/{m}/versions/{v}/stats`), plus servekit's extensions.
 
+#include <servekit/config/detail/json_teardown.hpp>
 #include <servekit/core/batch_close_reason.hpp>
 #include <servekit/metrics/statistics.hpp>
 
@@ -17,9 +18,11 @@ namespace servekit {
 
 namespace detail {
 
-/// `{"count": n, "ns": n}`, Triton's `$duration_stat`.
-[[nodiscard]] inline nlohmann::json duration_stat_json(const duration_stat& d) {
-  return nlohmann::json{{"count", d.count}, {"ns", d.ns}};
+/// `parent[key] = {"count": n, "ns": n}`, Triton's `$duration_stat`.
+inline void put_duration_stat(nlohmann::json& parent, const char* key, const duration_stat& d) {
+  auto& o = detail::json_object_member(parent, key);
+  o["count"] = d.count;
+  o["ns"] = d.ns;
 }
 
 } // namespace detail
@@ -48,60 +51,63 @@ namespace detail {
 [[nodiscard]] inline nlohmann::json to_statistics_json(std::string_view model,
                                                        std::string_view version,
                                                        const statistics_snapshot& stats) {
-  using detail::duration_stat_json;
+  using detail::json_array_member;
+  using detail::json_object_element;
+  using detail::json_object_member;
+  using detail::put_duration_stat;
   using nlohmann::json;
 
-  json batch_stats = json::array();
-  for (const auto& b : stats.batch_stats) {
-    batch_stats.push_back(json{{"batch_size", b.batch_size},
-                               {"compute_input", duration_stat_json(b.compute_input)},
-                               {"compute_infer", duration_stat_json(b.compute_infer)},
-                               {"compute_output", duration_stat_json(b.compute_output)}});
-  }
-
-  json close_reasons = json::object();
-  for (const batch_close_reason r : all_batch_close_reasons) {
-    close_reasons[std::string(to_string(r))] = stats.closed_by(r);
-  }
-
-  json instance_stats = json::array();
-  for (const auto& i : stats.instances) {
-    instance_stats.push_back(json{{"name", i.name},
-                                  {"execution_count", i.execution_count},
-                                  {"inference_count", i.inference_count},
-                                  {"compute_infer", duration_stat_json(i.compute_infer)}});
-  }
-
+  // Built member by member: nothing here destroys a container with children, which would
+  // allocate (config/detail/json_teardown.hpp), and a failure half-way dismantles `j`.
   json j = json::object();
+  const detail::json_teardown_on_throw teardown{j};
   j["name"] = std::string(model);
   j["version"] = std::string(version);
   j["last_inference"] = stats.last_inference_ms;
   j["inference_count"] = stats.inference_count;
   j["execution_count"] = stats.execution_count;
-  j["inference_stats"] = json{{"success", duration_stat_json(stats.success)},
-                              {"fail", duration_stat_json(stats.fail)},
-                              {"queue", duration_stat_json(stats.queue)},
-                              {"compute_input", duration_stat_json(stats.compute_input)},
-                              {"compute_infer", duration_stat_json(stats.compute_infer)},
-                              {"compute_output", duration_stat_json(stats.compute_output)},
-                              {"cache_hit", duration_stat_json(stats.cache_hit)},
-                              {"cache_miss", duration_stat_json(stats.cache_miss)}};
-  j["batch_stats"] = std::move(batch_stats);
-  json response_stats = json::object();
-  for (const auto& r : stats.response_stats) {
-    response_stats[std::to_string(r.index)] =
-        json{{"success", duration_stat_json(r.success)},
-             {"fail", duration_stat_json(r.fail)},
-             {"empty_response", duration_stat_json(r.empty_response)}};
+  auto& inference = json_object_member(j, "inference_stats");
+  put_duration_stat(inference, "success", stats.success);
+  put_duration_stat(inference, "fail", stats.fail);
+  put_duration_stat(inference, "queue", stats.queue);
+  put_duration_stat(inference, "compute_input", stats.compute_input);
+  put_duration_stat(inference, "compute_infer", stats.compute_infer);
+  put_duration_stat(inference, "compute_output", stats.compute_output);
+  put_duration_stat(inference, "cache_hit", stats.cache_hit);
+  put_duration_stat(inference, "cache_miss", stats.cache_miss);
+  auto& batch_stats = json_array_member(j, "batch_stats");
+  for (const auto& b : stats.batch_stats) {
+    auto& e = json_object_element(batch_stats);
+    e["batch_size"] = b.batch_size;
+    put_duration_stat(e, "compute_input", b.compute_input);
+    put_duration_stat(e, "compute_infer", b.compute_infer);
+    put_duration_stat(e, "compute_output", b.compute_output);
   }
-  j["response_stats"] = std::move(response_stats);
-  j["memory_usage"] = json::array();
-  j["batch_close_reasons"] = std::move(close_reasons);
-  j["batch_padding"] = json{{"padded_executions", stats.padded_executions},
-                            {"padding_elements", stats.padding_elements}};
-  j["instance_stats"] = std::move(instance_stats);
-  j["rate_limiter_wait"] = duration_stat_json(stats.rate_limiter_wait);
-  j["warmup"] = duration_stat_json(stats.warmup);
+  auto& response_stats = json_object_member(j, "response_stats");
+  for (const auto& r : stats.response_stats) {
+    auto& e = response_stats[std::to_string(r.index)] = json::object();
+    put_duration_stat(e, "success", r.success);
+    put_duration_stat(e, "fail", r.fail);
+    put_duration_stat(e, "empty_response", r.empty_response);
+  }
+  json_array_member(j, "memory_usage");
+  auto& close_reasons = json_object_member(j, "batch_close_reasons");
+  for (const batch_close_reason r : all_batch_close_reasons) {
+    close_reasons[std::string(to_string(r))] = stats.closed_by(r);
+  }
+  auto& padding = json_object_member(j, "batch_padding");
+  padding["padded_executions"] = stats.padded_executions;
+  padding["padding_elements"] = stats.padding_elements;
+  auto& instance_stats = json_array_member(j, "instance_stats");
+  for (const auto& i : stats.instances) {
+    auto& e = json_object_element(instance_stats);
+    e["name"] = i.name;
+    e["execution_count"] = i.execution_count;
+    e["inference_count"] = i.inference_count;
+    put_duration_stat(e, "compute_infer", i.compute_infer);
+  }
+  put_duration_stat(j, "rate_limiter_wait", stats.rate_limiter_wait);
+  put_duration_stat(j, "warmup", stats.warmup);
   return j;
 }
 

@@ -9,6 +9,7 @@
 
 #include <servekit/backend/instance_context.hpp>
 #include <servekit/backend/tensor_declaration.hpp>
+#include <servekit/config/detail/json_teardown.hpp>
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/linkage.hpp>
@@ -362,20 +363,28 @@ template <class T>
   } else if constexpr (is_optional_v<T>) {
     return to_json_value(*value);
   } else if constexpr (is_vector_v<T>) {
+    // Containers with children are dismantled when a failure stops the writing: destroying
+    // them whole would allocate (json_teardown.hpp); a config is written on request (/config).
     json out = json::array();
+    const json_teardown_on_throw teardown{out};
     for (const auto& element : value) {
       // Converted first: std::vector<bool>'s elements are proxies.
       const typename T::value_type& plain = element;
-      out.push_back(to_json_value(plain));
+      json written = to_json_value(plain);
+      const json_teardown_on_throw written_teardown{written};
+      out.push_back(std::move(written));
     }
     return out;
   } else if constexpr (is_map_v<T>) {
     json out = json::object();
+    const json_teardown_on_throw teardown{out};
     for (const auto& [key, element] : value) {
+      json written = to_json_value(element);
+      const json_teardown_on_throw written_teardown{written};
       if constexpr (std::is_integral_v<typename T::key_type>) {
-        out[std::to_string(key)] = to_json_value(element);
+        out[std::to_string(key)] = std::move(written);
       } else {
-        out[key] = to_json_value(element);
+        out[key] = std::move(written);
       }
     }
     return out;
@@ -531,11 +540,13 @@ template <class Message>
 [[nodiscard]] json write_fields(const Message& in,
                                 std::type_identity_t<std::span<const json_field<Message>>> fields) {
   json out = json::object();
+  const json_teardown_on_throw teardown{out}; // see to_json_value
   for (const auto& field : fields) {
     if (field.write == nullptr) {
       continue;
     }
     if (auto value = field.write(in)) {
+      const json_teardown_on_throw value_teardown{*value};
       out[std::string{field.name}] = std::move(*value);
     }
   }

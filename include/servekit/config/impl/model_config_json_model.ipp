@@ -428,8 +428,11 @@ SERVEKIT_DECL void read_parameters(const json& value, const std::string& path, m
     return std::nullopt;
   }
   json out = json::object();
+  const json_teardown_on_throw teardown{out}; // see to_json_value
   for (const auto& [key, value] : in.parameters) {
-    out[key] = write_fields(value, parameter_fields);
+    json written = write_fields(value, parameter_fields);
+    const json_teardown_on_throw written_teardown{written};
+    out[key] = std::move(written);
   }
   return out;
 }

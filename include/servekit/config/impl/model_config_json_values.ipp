@@ -372,6 +372,7 @@ SERVEKIT_DECL void require_fields(const json& object, const std::string& path,
 
 [[nodiscard]] SERVEKIT_DECL json write_dims(const shape& dims) {
   json out = json::array();
+  const json_teardown_on_throw teardown{out}; // see to_json_value
   for (const auto dim : dims.dims()) {
     out.push_back(dim);
   }

@@ -5,6 +5,7 @@
 /// in the order json_reader would read them from translate_generate_request's JSON.
 
 #include <servekit/backend/tensor_declaration.hpp>
+#include <servekit/config/detail/json_teardown.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/core/request.hpp>
@@ -130,6 +131,7 @@ SERVEKIT_DECL status decode_generate_request(std::string_view body, std::string_
   out.outputs.clear();
   out.binary_data_output = false;
   nlohmann::json j;
+  const servekit::detail::json_teardown teardown{j}; // its destructor would allocate
   if (status s = detail::parse_generate_body(body, j, limits.max_json_depth); !s.ok()) {
     return s;
   }

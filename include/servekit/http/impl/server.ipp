@@ -17,7 +17,6 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <sys/resource.h>
 
@@ -30,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -47,19 +47,35 @@ namespace detail {
 /// answers before every connection still open is closed.
 inline constexpr std::chrono::milliseconds shutdown_grace{500};
 
-SERVEKIT_DECL server_state::server_state(model_repository& models, server_options options)
-    : models_{models}, options_{std::move(options)},
-      ioc_{options_.thread_count == 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT},
-      acceptor_strand_{asio::make_strand(ioc_)}, acceptor_{acceptor_strand_} {
-  if (options_.thread_count == 0) {
-    options_.thread_count = std::max(1U, std::thread::hardware_concurrency());
+SERVEKIT_DECL server_options with_thread_count(server_options options) {
+  if (options.thread_count == 0) {
+    options.thread_count = std::max(1U, std::thread::hardware_concurrency());
   }
+  return options;
+}
+
+SERVEKIT_DECL std::vector<std::unique_ptr<asio::io_context>> make_contexts(std::size_t count) {
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  contexts.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    contexts.push_back(std::make_unique<asio::io_context>(1));
+  }
+  return contexts;
+}
+
+SERVEKIT_DECL server_state::server_state(model_repository& models, server_options options)
+    : models_{models}, options_{with_thread_count(std::move(options))}, contexts_{make_contexts(
+                                                                            options_.thread_count)},
+      acceptor_strand_{contexts_.front()->get_executor()}, acceptor_{acceptor_strand_} {
   max_connections_ = options_.max_connections;
   if (const std::size_t limit = raise_descriptor_limit(); max_connections_ == 0) {
     max_connections_ = limit > 2 * descriptor_reserve ? limit - descriptor_reserve : limit / 2;
   }
-  listen(); // first: if it throws, no work guard outlives the io_context
-  work_.emplace(ioc_.get_executor());
+  listen(); // first: if it throws, no work guard outlives the io_contexts
+  work_.reserve(contexts_.size());
+  for (const auto& context : contexts_) {
+    work_.push_back(asio::make_work_guard(*context));
+  }
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit (a server's connections are descriptors;
@@ -95,7 +111,7 @@ SERVEKIT_DECL server_state::~server_state() {
   const std::lock_guard lock{mutex_};
   if (!work_released_) {
     work_released_ = true;
-    work_.reset();
+    work_.clear();
   }
 }
 
@@ -108,10 +124,15 @@ SERVEKIT_DECL void server_state::run() {
   threads.reserve(options_.thread_count - 1);
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  const auto body = [&] {
+  const auto stop_all = [this] {
+    for (const auto& context : contexts_) {
+      context->stop();
+    }
+  };
+  const auto body = [&](asio::io_context& context) {
     for (;;) {
       try {
-        ioc_.run();
+        context.run();
         return;
       } catch (const std::bad_alloc&) {
         // An allocation failed in a handler: that handler's request fails, not the server. Its
@@ -126,15 +147,15 @@ SERVEKIT_DECL void server_state::run() {
         if (!failure) {
           failure = std::current_exception();
         }
-        ioc_.stop();
+        stop_all();
         return;
       }
     }
   };
-  for (std::size_t i = 1; i < options_.thread_count; ++i) {
-    threads.emplace_back(body);
+  for (std::size_t i = 1; i < contexts_.size(); ++i) {
+    threads.emplace_back(body, std::ref(*contexts_[i]));
   }
-  body();
+  body(*contexts_.front());
   for (auto& t : threads) {
     t.join();
   }
@@ -183,7 +204,7 @@ SERVEKIT_DECL void server_state::release_work() noexcept {
       exit_timer_->cancel();
     }
   });
-  work_.reset();
+  work_.clear();
 }
 
 SERVEKIT_DECL bool server_state::claim_work_release() noexcept {
@@ -203,7 +224,7 @@ SERVEKIT_DECL void server_state::log_request(std::string_view method, std::strin
 
 SERVEKIT_DECL void server_state::listen() {
   error_code ec;
-  tcp::resolver resolver{ioc_};
+  tcp::resolver resolver{*contexts_.front()};
   const auto results =
       resolver.resolve(options_.host, std::to_string(options_.port),
                        tcp::resolver::passive | tcp::resolver::numeric_service, ec);
@@ -255,8 +276,10 @@ SERVEKIT_DECL void server_state::resume_accepting() noexcept {
 SERVEKIT_DECL void server_state::accept() {
   const std::uint64_t generation = ++accept_generation_;
   accept_armed_.store(generation); // before: the watch may be destroyed at once
-  acceptor_.async_accept(asio::make_strand(ioc_), [this, watch = accept_watch{this, generation}](
-                                                      const error_code& ec, socket_type socket) {
+  // Connections go to the I/O threads' io_contexts in turn.
+  asio::io_context& context = *contexts_[next_context_++ % contexts_.size()];
+  acceptor_.async_accept(context.get_executor(), [this, watch = accept_watch{this, generation}](
+                                                     const error_code& ec, socket_type socket) {
     if (!acceptor_.is_open()) {
       return; // stop() closed it
     }
@@ -372,7 +395,7 @@ SERVEKIT_DECL void server_state::stop() {
           release = !std::exchange(work_released_, true);
         }
         if (release) {
-          work_.reset();
+          work_.clear();
         }
       });
     });

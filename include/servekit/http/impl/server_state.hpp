@@ -4,6 +4,7 @@
 /// (Asio and Beast aliases, limits, content types) and server_state, what the sessions share.
 /// Its member functions are defined in http/impl/server.ipp.
 
+#include <servekit/config/detail/json_teardown.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/server_options.hpp>
@@ -16,7 +17,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/verb.hpp> // declares boost::beast::http, aliased below
@@ -32,6 +32,7 @@
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 namespace servekit::http {
 
@@ -43,7 +44,12 @@ namespace bhttp = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
 using error_code = boost::system::error_code;
 
-using strand_type = asio::strand<asio::io_context::executor_type>;
+/// A connection's executor. Each I/O thread runs an io_context of its own and a connection
+/// lives on one of them, so its handlers never run concurrently: the io_context's executor is
+/// the connection's strand, without asio::strand's lock, its per-connection allocation, or the
+/// allocation Asio 1.74's strand makes in a destructor to reschedule itself (which would end
+/// the process with std::terminate when memory runs out).
+using strand_type = asio::io_context::executor_type;
 using socket_type = tcp::socket::rebind_executor<strand_type>::other;
 // Timers and the acceptor on the strand's own executor type, not the type-erased
 // any_io_executor: Asio 1.74 copies an I/O object's executor into each operation in a noexcept
@@ -82,12 +88,15 @@ inline constexpr std::size_t max_kept_capacity = std::size_t{1} << 20;
   return {s.data(), s.size()};
 }
 
-/// A metadata builder's result as a body, whether the codec returns JSON or text.
+/// A metadata builder's result as a body, whether the codec returns JSON or text. A JSON value
+/// is dismantled once written, whatever happens: destroying it whole would allocate
+/// (json_teardown.hpp).
 template <class T>
-void assign_body(std::string& body, const T& value) {
+void assign_body(std::string& body, T&& value) {
   if constexpr (std::is_convertible_v<const T&, std::string_view>) {
     body.assign(std::string_view(value));
   } else {
+    const servekit::detail::json_teardown teardown{value};
     body = dump_json(value);
   }
 }
@@ -96,6 +105,11 @@ class session;
 
 /// Raises the process's soft descriptor limit to its hard limit; returns the soft limit.
 std::size_t raise_descriptor_limit() noexcept;
+/// options.thread_count, or the number of hardware threads when it is 0.
+server_options with_thread_count(server_options options);
+/// One io_context per I/O thread, each told that one thread runs it (Asio then skips the
+/// bookkeeping for several; posts from other threads still lock).
+std::vector<std::unique_ptr<asio::io_context>> make_contexts(std::size_t count);
 
 /// What the sessions share: the repository, the options, the io_context and the set of live
 /// sessions (so stop() can reach them).
@@ -112,7 +126,6 @@ public:
 
   [[nodiscard]] model_repository& models() noexcept { return models_; }
   [[nodiscard]] const server_options& options() const noexcept { return options_; }
-  [[nodiscard]] asio::io_context& ioc() noexcept { return ioc_; }
   [[nodiscard]] asio::thread_pool& admin() noexcept { return admin_; }
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
@@ -178,11 +191,13 @@ private:
   std::mutex mutex_;
   std::unordered_map<session*, std::weak_ptr<session>> sessions_;
   bool stopping_locked_ = false;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   bool work_released_ = false;
 
-  asio::io_context ioc_;
-  strand_type acceptor_strand_;
+  /// One per I/O thread (options_.thread_count), each run by its thread alone.
+  std::vector<std::unique_ptr<asio::io_context>> contexts_;
+  std::size_t next_context_ = 0; ///< the context of the next accepted connection; acceptor's
+  strand_type acceptor_strand_;  ///< contexts_[0]'s
   acceptor_type acceptor_;
   std::optional<asio::signal_set> signals_;
   std::optional<timer_type> retry_timer_;

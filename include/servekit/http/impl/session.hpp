@@ -24,7 +24,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/core/buffer_traits.hpp>
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -123,19 +122,14 @@ public:
 
   /// Runs `step` on the session's strand, from a thread that is not the server's (a model's
   /// instance thread): the step that writes a response must not be lost to an allocation
-  /// failure, or its client would wait forever. A post straight to the strand may fail after
-  /// queueing the step (Asio 1.74 allocates the strand's invoker after the step is queued, and
-  /// the strand then stays locked), so the step goes to the io_context first, whose one
-  /// allocation fails cleanly, then from an I/O thread into the strand (where dispatch runs the
-  /// strand's invoker inline, without allocating it). Retried every millisecond while memory is
-  /// exhausted. Only for a request's one final step: two steps could reach the strand in either
-  /// order.
+  /// failure, or its client would wait forever. A post to an io_context allocates its
+  /// operation before queueing it, so a failed post left nothing behind and is tried again,
+  /// every millisecond while memory is exhausted.
   template <class Step>
   static void post_reliably(const std::shared_ptr<session>& self, const Step& step) noexcept {
     for (;;) {
       try {
-        asio::post(self->strand_.get_inner_executor(),
-                   [self, step] { dispatch_reliably(self, step); });
+        asio::post(self->strand_, step);
         return;
       } catch (const std::bad_alloc&) {
         std::this_thread::sleep_for(std::chrono::milliseconds{1});
@@ -144,15 +138,6 @@ public:
   }
 
 private:
-  template <class Step>
-  static void dispatch_reliably(const std::shared_ptr<session>& self, const Step& step) noexcept {
-    try {
-      asio::dispatch(self->strand_, step); // throws only before the step is queued
-    } catch (const std::bad_alloc&) {
-      post_reliably(self, step);
-    }
-  }
-
   enum class phase : std::uint8_t { reading_header, reading_body, handling, writing, draining };
 
   // ---- transport, on the strand (session_transport.ipp) ---------------------------------

@@ -50,7 +50,7 @@ SERVEKIT_DECL void session::handle_model_metadata() {
     assign_body(handoff_.body,
                 model_metadata_json(m->options(), models.versions_of(on_strand_.route.model)));
   } else {
-    handoff_.body = dump_json(save_model_config(m->options()));
+    assign_body(handoff_.body, save_model_config(m->options()));
   }
   reply(200, json_content_type);
 }

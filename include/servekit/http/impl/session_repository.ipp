@@ -80,7 +80,7 @@ SERVEKIT_DECL void session::handle_repository_index() {
       }
       ready_only = it->get<bool>();
     }
-    handoff_.body = dump_json(repository_index_json(server_.models().index(), ready_only));
+    assign_body(handoff_.body, repository_index_json(server_.models().index(), ready_only));
   } catch (const std::exception& e) {
     reply_error(400, std::string{"bad repository index request: "} + e.what());
     return;

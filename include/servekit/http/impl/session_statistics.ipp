@@ -22,12 +22,12 @@ SERVEKIT_DECL void session::handle_model_stats() {
     reply_missing_model();
     return;
   }
-  handoff_.body = dump_json(model_stats_json({m}));
+  assign_body(handoff_.body, model_stats_json({m}));
   reply(200, json_content_type);
 }
 
 SERVEKIT_DECL void session::handle_all_model_stats() {
-  handoff_.body = dump_json(model_stats_json(server_.models().ready_models()));
+  assign_body(handoff_.body, model_stats_json(server_.models().ready_models()));
   reply(200, json_content_type);
 }
 
