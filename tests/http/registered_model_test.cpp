@@ -99,6 +99,7 @@ TEST(RegisteredModel, CompileTimeEnsembleAnswersOverHttp) {
   const auto m = parse(metadata);
   EXPECT_EQ(m.at("name"), "compiled");
   EXPECT_EQ(m.at("versions"), json::parse(R"(["1"])"));
+  EXPECT_EQ(m.at("platform"), "ensemble"); // as Triton shows an ensemble
   ASSERT_EQ(m.at("inputs").size(), 1U);
   EXPECT_EQ(m["inputs"][0].at("name"), "IMAGE");
   EXPECT_EQ(m["inputs"][0].at("datatype"), "FP32");
@@ -108,6 +109,7 @@ TEST(RegisteredModel, CompileTimeEnsembleAnswersOverHttp) {
   const auto config = c.get("/v2/models/compiled/config");
   ASSERT_EQ(config.status, 200U) << config.body;
   EXPECT_EQ(parse(config).at("max_batch_size"), 8);
+  EXPECT_EQ(parse(config).at("platform"), "ensemble");
 
   const auto r = c.post("/v2/models/compiled/infer", infer_body);
   ASSERT_EQ(r.status, 200U) << r.body;

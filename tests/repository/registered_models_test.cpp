@@ -123,6 +123,7 @@ TEST_F(Registered, CompileTimeEnsembleServesBesideTheFolders) {
   ASSERT_EQ(m->options().output.size(), 1U);
   EXPECT_EQ(m->options().output[0].name, "CLASSIFICATION");
   EXPECT_EQ(m->options().max_batch_size, 8);
+  EXPECT_EQ(m->options().platform, "ensemble"); // as Triton reports an ensemble
 
   auto f = infer(m->model(), make_request("IMAGE", 1.0F));
   const auto r = get(f);
@@ -146,6 +147,30 @@ TEST_F(Registered, HandMadeModelKeepsItsOwnOptions) {
   EXPECT_NE(m->servable().get<preprocess>(), nullptr);
   auto f = infer(m->model(), make_request("RAW_IMAGE", 1.0F));
   EXPECT_EQ(first_value(get(f), "PREPROCESSED_OUTPUT"), 2.0F);
+}
+
+// What the options leave to the type is shown as the model runs it (Triton's auto-complete):
+// the scheduler as composed, the tensors and max_batch_size as resolved; a compile-time
+// ensemble reports Triton's platform "ensemble".
+TEST_F(Registered, TheConfigShowsTheSchedulerAsComposed) {
+  servekit::model_repository repo{dir.root(), backends{}};
+  ASSERT_TRUE(
+      repo.add("pre", 1, [] { return servekit::any_model::make<preprocess>(named("pre")); }).ok());
+  const auto m = repo.find("pre");
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->options().dynamic_batching.has_value()); // composed: dynamic_batcher<>
+  EXPECT_EQ(*m->options().dynamic_batching, servekit::dynamic_batching_options{});
+  EXPECT_FALSE(m->options().sequence_batching.has_value());
+  EXPECT_FALSE(m->options().model_transaction_policy.has_value()); // not decoupled
+  ASSERT_EQ(m->options().input.size(), 1U);
+  EXPECT_EQ(m->options().input[0].name, "RAW_IMAGE");
+  EXPECT_EQ(m->options().max_batch_size, m->model().max_batch_size());
+
+  ASSERT_TRUE(
+      repo.add("cls", 1, [] { return servekit::any_model::make<classify>(named("cls")); }).ok());
+  const auto plain = repo.find("cls");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_FALSE(plain->options().dynamic_batching.has_value()); // the default scheduler
 }
 
 TEST_F(Registered, ClashesAndBadRegistrationsAreRefused) {

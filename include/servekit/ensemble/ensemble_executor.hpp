@@ -20,6 +20,7 @@
 #include <servekit/ensemble/detail/ensemble_run.hpp>
 #include <servekit/metrics/ensemble_statistics.hpp>
 #include <servekit/runtime/detail/infer.hpp>
+#include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
 
 #include <atomic>
@@ -127,6 +128,18 @@ public:
   }
   /// The checked graph: tensors, steps in execution order, batch adaptation.
   [[nodiscard]] const detail::ensemble_plan& plan() const noexcept { return plan_; }
+
+  /// Fills in what `config` leaves out, as Triton's config endpoint and metadata show an
+  /// ensemble (a compile-time ensemble registered with the repository has no config file):
+  /// platform "ensemble", and model_transaction_policy.decoupled when a step streams.
+  void complete_options(model_options& config) const {
+    if (config.platform.empty() && config.backend.empty()) {
+      config.platform = "ensemble";
+    }
+    if (decoupled() && !config.model_transaction_policy) {
+      config.model_transaction_policy = model_transaction_policy_options{.decoupled = true};
+    }
+  }
 
 protected:
   /// Serves repeated byte-identical requests from `cache` (Triton's response cache at the

@@ -123,6 +123,14 @@ public:
     return self_ != nullptr ? ops_->options(self_) : nullptr;
   }
 
+  /// Fills in what `config` leaves to the servable's type, if it has `complete_options`
+  /// (model<...> does: its scheduler as composed, its tensors as resolved); else leaves it.
+  void complete_options(model_options& config) const {
+    if (self_ != nullptr) {
+      ops_->complete_options(self_, config);
+    }
+  }
+
   /// The servable if it is an `M`, else nullptr (for tests and diagnostics).
   template <servable M>
   [[nodiscard]] M* get() const noexcept {
@@ -143,6 +151,7 @@ private:
     void (*shutdown)(void*, shutdown_mode);
     void (*destroy)(void*) noexcept;
     const model_options* (*options)(const void*) noexcept;
+    void (*complete_options)(const void*, model_options&);
   };
 
   // One table per type, inline so that its address identifies the type in every TU (get<M>).
@@ -162,6 +171,11 @@ private:
           return &static_cast<const M*>(m)->options();
         } else {
           return nullptr;
+        }
+      },
+      [](const void* m, model_options& config) {
+        if constexpr (requires(const M& x, model_options& c) { x.complete_options(c); }) {
+          static_cast<const M*>(m)->complete_options(config);
         }
       }};
 
@@ -189,6 +203,11 @@ private:
         using traits = detail::data_member_traits<decltype(Servable)>;
         return ops_for<typename traits::member_type>.options(
             &(static_cast<const typename traits::owner_type*>(p)->*Servable));
+      },
+      [](const void* p, model_options& config) {
+        using traits = detail::data_member_traits<decltype(Servable)>;
+        ops_for<typename traits::member_type>.complete_options(
+            &(static_cast<const typename traits::owner_type*>(p)->*Servable), config);
       }};
 
   void* self_ = nullptr;

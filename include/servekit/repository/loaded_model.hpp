@@ -106,14 +106,16 @@ public:
 private:
   friend class detail::model_reaper<loaded_model>;
 
-  /// What a config may leave to the backend (inputs, outputs, max_batch_size) filled in from the
-  /// model as it resolved them, as Triton's auto-complete does: metadata and the config endpoint
-  /// then describe the model that serves, not the file (clients such as perf_analyzer read the
-  /// tensors from there).
+  /// What a config may leave to the model's type (inputs, outputs, max_batch_size, the
+  /// scheduler, decoupled) filled in from the model as it resolved them, as Triton's
+  /// auto-complete does: metadata and the config endpoint then describe the model that serves,
+  /// not the file (clients such as perf_analyzer read the tensors from there). A servable
+  /// without complete_options (a registered ensemble, say) gives what model_ref knows.
   void complete_from_servable() {
     if (!servable_) {
       return;
     }
+    servable_.complete_options(config_);
     const model_ref m = servable_.ref();
     if (config_.input.empty()) {
       const auto inputs = m.inputs();

@@ -275,6 +275,36 @@ public:
   [[nodiscard]] const model_options& options() const noexcept { return options_; }
   [[nodiscard]] const std::string& name() const noexcept { return options_.name; }
   [[nodiscard]] std::int64_t version() const noexcept { return options_.version; }
+
+  /// Fills in what `config` (options() or a copy, as a config endpoint shows the model) leaves
+  /// to the model's type, as Triton's auto-complete does: inputs, outputs and max_batch_size as
+  /// resolved, the scheduler's block as composed (`dynamic_batching` or `sequence_batching`
+  /// with the settings it runs with) and `model_transaction_policy` for a decoupled backend.
+  void complete_options(model_options& config) const {
+    if (config.input.empty()) {
+      config.input = config_.inputs;
+    }
+    if (config.output.empty()) {
+      config.output = config_.outputs;
+    }
+    if (!config.max_batch_size) {
+      config.max_batch_size = config_.max_batch_size;
+    }
+    constexpr auto kind = detail::scheduler_kind_of<scheduler_policy>();
+    if constexpr (kind == scheduler_kind::dynamic_batcher) {
+      if (!config.dynamic_batching) {
+        config.dynamic_batching = config_.scheduler.dynamic_batching;
+      }
+    } else if constexpr (sequence_batching) {
+      if (!config.sequence_batching) {
+        config.sequence_batching = config_.scheduler.sequence_batching;
+      }
+    }
+    if (traits::decoupled && !config.model_transaction_policy) {
+      config.model_transaction_policy = model_transaction_policy_options{.decoupled = true};
+    }
+  }
+
   [[nodiscard]] std::int32_t max_batch_size() const noexcept { return config_.max_batch_size; }
   [[nodiscard]] std::span<const tensor_config> inputs() const noexcept { return config_.inputs; }
   [[nodiscard]] std::span<const tensor_config> outputs() const noexcept { return config_.outputs; }
