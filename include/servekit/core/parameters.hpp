@@ -60,8 +60,8 @@ namespace detail {
 /// A C++ type a parameter can be read as: bool, an integer type (range-checked), double, or
 /// std::string_view (into the list, valid while it is unchanged).
 template <class T>
-concept parameter_readable = std::same_as<T, bool> ||(std::integral<T> && !std::same_as<T, bool>) ||
-                             std::same_as<T, double> || std::same_as<T, std::string_view>;
+concept parameter_readable =
+    std::integral<T> || std::same_as<T, double> || std::same_as<T, std::string_view>;
 
 /// What the message names a requested type.
 template <class T>
