@@ -11,6 +11,7 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/fixed_string.hpp>
+#include <servekit/core/parameters.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/request_builder.hpp>
 #include <servekit/core/response.hpp>

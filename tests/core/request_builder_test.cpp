@@ -196,15 +196,40 @@ TEST(request_builder, takes_string_correlation_ids_and_a_tensor_built_elsewhere)
   EXPECT_TRUE(r.requested_outputs.empty()); // every output
 }
 
+TEST(request_builder, sets_parameters_for_the_backend) {
+  const std::string user = "ann";
+  const servekit::request r = servekit::request_builder{}
+                                  .parameter("max_tokens", 64)
+                                  .parameter("temperature", 0.7)
+                                  .parameter("stream", true)
+                                  .parameter("stop", "\n")
+                                  .parameter("user", user)
+                                  .parameter("max_tokens", 32) // again: replaces
+                                  .priority(2)
+                                  .build();
+  ASSERT_EQ(r.parameters.size(), 5U);
+  EXPECT_EQ(r.parameters[0].name, "max_tokens");
+  EXPECT_EQ(r.parameters.get<std::int64_t>("max_tokens"), 32);
+  EXPECT_EQ(r.parameters.get<double>("temperature"), 0.7);
+  EXPECT_EQ(r.parameters.get<bool>("stream"), true);
+  EXPECT_EQ(r.parameters.get<std::string_view>("stop"), "\n");
+  EXPECT_EQ(r.parameters.get<std::string_view>("user"), "ann");
+  // The scheduling fields are members, not parameters.
+  EXPECT_EQ(r.priority, 2U);
+  EXPECT_FALSE(r.parameters.contains("priority"));
+}
+
 TEST(request_builder, build_hands_the_request_over_and_leaves_the_builder_empty) {
   servekit::request_builder builder{"a"};
-  builder.input("X", {1}, {1.0F}).output("Y");
+  builder.input("X", {1}, {1.0F}).output("Y").parameter("k", 1);
   const servekit::request first = builder.build();
   EXPECT_EQ(first.inputs.size(), 1U);
+  EXPECT_EQ(first.parameters.size(), 1U);
   const servekit::request second = builder.build();
   EXPECT_TRUE(second.id.empty());
   EXPECT_TRUE(second.inputs.empty());
   EXPECT_TRUE(second.requested_outputs.empty());
+  EXPECT_TRUE(second.parameters.empty());
 }
 
 } // namespace

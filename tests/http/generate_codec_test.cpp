@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -171,6 +172,7 @@ void expect_decodes_as_translated(const std::string& body, bool batching) {
   EXPECT_EQ(a.sequence_start, b.sequence_start);
   EXPECT_EQ(a.sequence_end, b.sequence_end);
   EXPECT_EQ(direct.binary_data_output, via_json.binary_data_output);
+  EXPECT_EQ(a.parameters, b.parameters);
   ASSERT_EQ(a.inputs.size(), b.inputs.size());
   for (std::size_t i = 0; i < a.inputs.size(); ++i) {
     EXPECT_EQ(a.inputs[i].name, b.inputs[i].name);
@@ -203,7 +205,8 @@ TEST(GenerateCodec, DecodesInOneParseAsTheTranslation) {
       R"({"IDS": [1], "parameters": {"triton_x": 1}})",
       R"({"IDS": [1], "parameters": {"priority": [1]}})",
       R"({"IDS": [1], "parameters": {"x": {"y": [[[1]]]}}})",
-      R"({"IDS": [1], "parameters": {"x": 1.5}})",
+      R"({"IDS": [1], "parameters": {"x": 1.5, "n": 18446744073709551615, "s": "t", "b": true}})",
+      R"({"IDS": [1], "parameters": {"x": null}})",
       R"({"IDS": [null], "id": "r"})",
       R"({"prompt": "x"})",
       R"({"GRID": [1, 2]})",
@@ -214,6 +217,65 @@ TEST(GenerateCodec, DecodesInOneParseAsTheTranslation) {
     expect_decodes_as_translated(body, false);
     expect_decodes_as_translated(body, true);
   }
+}
+
+TEST(GenerateCodec, ParametersReachTheRequestAsFromInfer) {
+  servekit::http::decoded_infer_request d;
+  auto s = servekit::http::decode_generate_request(
+      R"({"IDS": [1], "parameters": {"max_tokens": 20, "temperature": 0.7, "stream": false,
+          "stop": "\n", "priority": 1}})",
+      "m", configs(), false, d);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const auto& p = d.request.parameters;
+  // nlohmann's object keeps its keys sorted: the parameters arrive in that order.
+  ASSERT_EQ(p.size(), 4U);
+  EXPECT_EQ(p[0].name, "max_tokens");
+  EXPECT_EQ(p.get<std::int64_t>("max_tokens"), 20);
+  EXPECT_EQ(p.get<double>("temperature"), 0.7);
+  EXPECT_EQ(p.get<bool>("stream"), false);
+  EXPECT_EQ(p.get<std::string_view>("stop"), "\n");
+  EXPECT_EQ(d.request.priority, 1U); // reserved: a field, not a parameter
+  EXPECT_FALSE(p.contains("priority"));
+
+  s = servekit::http::decode_generate_request(R"({"IDS": [1], "parameters": {"stop": ["a"]}})", "m",
+                                              configs(), false, d);
+  EXPECT_EQ(s.code(), servekit::status_code::invalid_argument);
+  EXPECT_NE(s.message().find("parameter 'stop' has invalid type (an array)"), std::string::npos)
+      << s.message();
+}
+
+TEST(GenerateCodec, ResponseParametersAreTopLevelKeysAsTritonWritesThem) {
+  servekit::response r;
+  r.id = "7";
+  r.add_output("OUT", data_type::int32, {1}).values<std::int32_t>()[0] = 5;
+  r.parameters.set("tokens", 3);
+  r.parameters.set("finish_reason", "length");
+  r.parameters.set("score", 0.5);
+  std::string out;
+  ASSERT_TRUE(servekit::http::encode_generate_response(r, "m", 3, out).ok());
+  EXPECT_EQ(json::parse(out), (json{{"model_name", "m"},
+                                    {"model_version", "3"},
+                                    {"id", "7"},
+                                    {"tokens", 3},
+                                    {"finish_reason", "length"},
+                                    {"score", 0.5},
+                                    {"OUT", 5}}));
+
+  // Triton's precedence on a shared name: the response's own keys, then parameters, then
+  // outputs; no key is written twice.
+  r.parameters.set("model_name", "other");
+  r.parameters.set("id", "other");
+  r.parameters.set("OUT", true);
+  ASSERT_TRUE(servekit::http::encode_generate_response(r, "m", 3, out).ok());
+  EXPECT_EQ(json::parse(out).at("model_name"), "m");
+  EXPECT_EQ(json::parse(out).at("id"), "7");
+  EXPECT_EQ(json::parse(out).at("OUT"), true);
+  EXPECT_EQ(out.find("\"OUT\""), out.rfind("\"OUT\""));
+  EXPECT_EQ(out.find("\"id\""), out.rfind("\"id\""));
+  // Without a request id, "id" is free for a parameter, as in Triton.
+  r.id.clear();
+  ASSERT_TRUE(servekit::http::encode_generate_response(r, "m", 3, out).ok());
+  EXPECT_EQ(json::parse(out).at("id"), "other");
 }
 
 TEST(GenerateCodec, ResponseIsFlat) {

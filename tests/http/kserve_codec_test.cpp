@@ -718,16 +718,69 @@ TEST(KserveParameters, TritonPrefixIsReserved) {
                        "should not be specified."}));
 }
 
-TEST(KserveParameters, OtherParametersAreIgnoredIfIntBoolOrString) {
-  const auto d =
-      decode(with_parameters(R"({"temperature_x":3,"flag":false,"note":"hi","neg":-2})"));
-  EXPECT_TRUE(d.status.ok()) << d.status.message();
-  EXPECT_TRUE(rejects(with_parameters(R"({"temperature":0.5})"),
-                      {"parameter 'temperature' has invalid type"}));
-  EXPECT_TRUE(
-      rejects(with_parameters(R"({"nested":{"a":1}})"), {"parameter 'nested' has invalid type"}));
-  EXPECT_TRUE(
-      rejects(with_parameters(R"({"nothing":null})"), {"parameter 'nothing' has invalid type"}));
+TEST(KserveParameters, OtherParametersReachTheRequestInOrderWithTheirJsonTypes) {
+  const auto d = decode(with_parameters(
+      R"({"max_tokens":64,"flag":false,"note":"h\u00e9\n","neg":-2,"temperature":0.5,)"
+      R"("one":1.0,"big":18446744073709551615,"edge":9223372036854775807,"headers":"h"})"));
+  ASSERT_TRUE(d.status.ok()) << d.status.message();
+  const servekit::parameter_list& p = d.request.request.parameters;
+  ASSERT_EQ(p.size(), 9U);
+  const std::string_view order[] = {"max_tokens", "flag", "note", "neg",    "temperature",
+                                    "one",        "big",  "edge", "headers"};
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(p[i].name, order[i]);
+  }
+  using servekit::parameter_value;
+  EXPECT_EQ(p[0].value, parameter_value{std::int64_t{64}}); // an integer is int64
+  EXPECT_EQ(p[1].value, parameter_value{false});
+  EXPECT_EQ(p[2].value, parameter_value{std::string{"h\xc3\xa9\n"}}); // unescaped
+  EXPECT_EQ(p[3].value, parameter_value{std::int64_t{-2}});
+  EXPECT_EQ(p[4].value, parameter_value{0.5});
+  EXPECT_EQ(p[5].value, parameter_value{1.0}); // a float stays a double, as Triton types it
+  EXPECT_EQ(p[6].value, parameter_value{std::numeric_limits<std::uint64_t>::max()});
+  EXPECT_EQ(p[7].value, parameter_value{std::numeric_limits<std::int64_t>::max()});
+  // Triton's HTTP front end hands a scalar "headers" to the backend as any other parameter.
+  EXPECT_EQ(p.get<std::string_view>("headers"), "h");
+}
+
+TEST(KserveParameters, ReservedParametersKeepTheirMeaningAndStayOutOfTheList) {
+  const auto d = decode(
+      with_parameters(R"({"sequence_id":7,"sequence_start":true,"sequence_end":true,"priority":2,)"
+                      R"("timeout":100,"binary_data_output":true,"max_tokens":3})"));
+  ASSERT_TRUE(d.status.ok()) << d.status.message();
+  const auto& r = d.request.request;
+  EXPECT_EQ(r.sequence_id.as_uint(), 7U);
+  EXPECT_TRUE(r.sequence_start);
+  EXPECT_TRUE(r.sequence_end);
+  EXPECT_EQ(r.priority, 2U);
+  EXPECT_EQ(r.timeout_us, 100U);
+  EXPECT_TRUE(d.request.binary_data_output);
+  // As in Triton, the reserved parameters are not visible to the backend.
+  ASSERT_EQ(r.parameters.size(), 1U);
+  EXPECT_EQ(r.parameters[0].name, "max_tokens");
+  EXPECT_TRUE(decode(with_parameters("{}")).request.request.parameters.empty());
+}
+
+TEST(KserveParameters, NestedNullAndDuplicateParametersAreRefusedByName) {
+  EXPECT_TRUE(rejects(with_parameters(R"({"nested":{"a":1}})"),
+                      {"parameter 'nested' has invalid type (an object)"}));
+  EXPECT_TRUE(rejects(with_parameters(R"({"stop":["a","b"]})"),
+                      {"parameter 'stop' has invalid type (an array)"}));
+  EXPECT_TRUE(rejects(with_parameters(R"({"nothing":null})"),
+                      {"parameter 'nothing' has invalid type (null)"}));
+  EXPECT_TRUE(rejects(with_parameters(R"({"k":1,"x":2,"k":"again"})"),
+                      {"duplicate key 'k' in 'parameters'"}));
+  // Past the scan's handful the duplicate check hashes: still found.
+  std::string many = "{";
+  for (int i = 0; i < 40; ++i) {
+    many += fmt::format(R"("p{}":{},)", i, i);
+  }
+  many += R"("p33":0})";
+  EXPECT_TRUE(rejects(with_parameters(many), {"duplicate key 'p33' in 'parameters'"}));
+  const auto ok = decode(with_parameters(many.substr(0, many.size() - 9) + "}"));
+  ASSERT_TRUE(ok.status.ok()) << ok.status.message();
+  EXPECT_EQ(ok.request.request.parameters.size(), 40U);
+  EXPECT_EQ(ok.request.request.parameters.get<int>("p39"), 39);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -857,6 +910,36 @@ TEST(KserveEncode, ResponseShape) {
             json::parse(R"({"name":"OUTPUT0","datatype":"FP32","shape":[1,2],"data":[1.5,2.0]})"));
   EXPECT_EQ(outputs[1].at("name"), "OUTPUT1");
   EXPECT_EQ(e.body.find(R"("data":[1.5,2.0])"), e.body.find("\"data\""));
+}
+
+TEST(KserveEncode, ResponseParametersAsTritonWritesThem) {
+  auto r = add_sub_response();
+  r.parameters.set("tokens", 3);
+  r.parameters.set("done", true);
+  r.parameters.set("score", 0.25);
+  r.parameters.set("whole", 2.0);
+  r.parameters.set("reason", "st\"op");
+  r.parameters.set("big", std::numeric_limits<std::uint64_t>::max());
+  const auto e = encode(r, decoded_infer_request{}, "add_sub", 3);
+  ASSERT_TRUE(e.status.ok()) << e.status.message();
+  EXPECT_EQ(e.doc.at("parameters"),
+            json::parse(R"({"tokens":3,"done":true,"score":0.25,"whole":2.0,"reason":"st\"op",)"
+                        R"("big":18446744073709551615})"));
+  // After "id", before "outputs", in the order the backend set them, as Triton writes them.
+  EXPECT_LT(e.body.find(R"("id")"), e.body.find(R"("parameters")"));
+  EXPECT_NE(e.body.find(R"("parameters":{"tokens":3,"done":true,"score":0.25,"whole":2.0,)"),
+            std::string::npos)
+      << e.body;
+  EXPECT_LT(e.body.find(R"("parameters")"), e.body.find(R"("outputs")"));
+  EXPECT_EQ(e.doc.at("outputs").size(), 2U);
+
+  // Binary outputs: the parameters stay in the JSON header.
+  decoded_infer_request binary;
+  binary.binary_data_output = true;
+  const auto b = encode(r, binary);
+  ASSERT_TRUE(b.status.ok()) << b.status.message();
+  ASSERT_TRUE(b.header.has_value());
+  EXPECT_EQ(b.doc.at("parameters").at("tokens"), 3);
 }
 
 TEST(KserveEncode, IdOnlyWhenTheRequestHadOne) {

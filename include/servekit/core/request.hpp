@@ -5,6 +5,7 @@
 #include <servekit/core/assert.hpp>
 #include <servekit/core/cancellation.hpp>
 #include <servekit/core/clock.hpp>
+#include <servekit/core/parameters.hpp>
 #include <servekit/core/tensor.hpp>
 
 #include <cstdint>
@@ -56,7 +57,8 @@ private:
 
 /// One inference request. Build it, then hand it to a model's `submit` or `infer`; the model
 /// owns it until the final response. Field names follow Triton's request (and the KServe v2
-/// request parameters `priority`, `timeout`, `sequence_id`, `sequence_start`, `sequence_end`).
+/// request parameters `priority`, `timeout`, `sequence_id`, `sequence_start`, `sequence_end`,
+/// which are fields here; every other request parameter is in `parameters`).
 struct request {
   std::string id;                             ///< echoed on the response
   tensor_list inputs;                         ///< with the batch dim when the model batches
@@ -68,6 +70,9 @@ struct request {
   bool sequence_end = false;
   cancellation_token cancellation;
   time_point arrival{}; ///< stamped by the model at submit
+  /// The client's other parameters (Triton's custom request parameters, e.g. `max_tokens`),
+  /// for the backend: the scheduling ones above are fields, not entries here.
+  parameter_list parameters;
 
   [[nodiscard]] const tensor* find_input(std::string_view name) const noexcept {
     for (const auto& t : inputs) {

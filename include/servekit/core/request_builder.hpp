@@ -8,9 +8,12 @@
 ///                               .output("OUTPUT0")
 ///                               .sequence(42, {.start = true})
 ///                               .priority(1)
+///                               .parameter("max_tokens", 64)              // for the backend
+///                               .parameter("stop", "\n")
 ///                               .build();
 
 #include <servekit/core/cancellation.hpp>
+#include <servekit/core/parameters.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/shape.hpp>
 #include <servekit/core/tensor.hpp>
@@ -91,6 +94,19 @@ public:
   /// policy's default.
   request_builder& timeout(std::chrono::microseconds t) noexcept {
     request_.timeout_us = static_cast<std::uint64_t>(t.count() < 0 ? 0 : t.count());
+    return *this;
+  }
+
+  /// A request parameter for the backend (Triton's custom parameters: `max_tokens`,
+  /// `temperature`...), read there with `request.parameters.get`: a bool, an integer (stored as
+  /// int64), a floating-point number (double) or text (string). Setting a name again replaces
+  /// its value. The scheduling parameters are the members above, not parameters.
+  template <class T>
+    requires requires(parameter_list& l, std::string_view n, T&& v) {
+      l.set(n, std::forward<T>(v));
+    }
+  request_builder& parameter(std::string_view name, T&& value) {
+    request_.parameters.set(name, std::forward<T>(value));
     return *this;
   }
 

@@ -3,6 +3,7 @@
 /// response: a status plus output tensors. A request's last response carries `final = true`.
 
 #include <servekit/core/assert.hpp>
+#include <servekit/core/parameters.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/core/tensor.hpp>
 
@@ -30,6 +31,9 @@ struct response {
   tensor_list outputs;
   bool final = true; ///< false only on the partial responses of decoupled models
   request_timing timing;
+  /// Set by the backend for the client (Triton's response parameters): the KServe v2 response's
+  /// "parameters" object.
+  parameter_list parameters;
 
   [[nodiscard]] bool ok() const noexcept { return status.ok(); }
 

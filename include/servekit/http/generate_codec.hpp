@@ -268,16 +268,34 @@ struct generate_plan {
     bool batching, decoded_infer_request& out, const request_limits& limits = {});
 
 /// Writes the generate response for a successful `r` into `out` (cleared first):
-/// {"model_name","model_version" (a string),"id" (when set),<output name>: value...}; an output
-/// of one element is written as a scalar, any other as a flat array (Triton's generate form).
-/// Fails as encode_infer_response does (device memory, bad sizes, BYTES that are not UTF-8);
-/// `out` then holds encode_error(message).
+/// {"model_name","model_version" (a string),"id" (when set),<parameter name>: value...,
+/// <output name>: value...}; an output of one element is written as a scalar, any other as a
+/// flat array. Response parameters are top-level keys beside the outputs, not a "parameters"
+/// object: Triton's generate form, in which "model_name", "model_version" and a set "id" win
+/// over a parameter of that name, and a parameter over an output of that name (the one left out
+/// is not written, so no key appears twice). Fails as encode_infer_response does (device memory,
+/// bad sizes, BYTES that are not UTF-8); `out` then holds encode_error(message).
 inline status encode_generate_response(const servekit::response& r, std::string_view model,
                                        std::int64_t version, std::string& out) {
   out.clear();
   detail::append_response_head(out, model, version, r.id);
+  const auto head_key = [&r](std::string_view name) {
+    return name == "model_name" || name == "model_version" || (name == "id" && !r.id.empty());
+  };
+  for (const auto& p : r.parameters) {
+    if (head_key(p.name)) {
+      continue;
+    }
+    out += ',';
+    detail::append_json_string(out, p.name);
+    out += ':';
+    detail::append_parameter_value(out, p.value);
+  }
   std::string data;
   for (const auto& t : r.outputs) {
+    if (r.parameters.contains(t.name) && !head_key(t.name)) {
+      continue; // the parameter of that name was written
+    }
     std::size_t count = 0;
     status s = detail::check_output(t, count);
     if (s.ok()) {

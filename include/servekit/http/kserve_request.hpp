@@ -33,17 +33,22 @@ namespace servekit::http {
 /// Inputs get the shape the client sent: the model checks names, types and shapes against its
 /// config at submit. "data" may be flat or nested (nested arrays must have the shape's dims), or
 /// a bare scalar for one element. Top-level "parameters": sequence_id (unsigned integer or
-/// string), sequence_start, sequence_end, priority, timeout (µs), binary_data_output; keys
-/// starting with "triton_" are refused as Triton refuses them; any other parameter of type int,
-/// bool or string is accepted and ignored. Every error is invalid_argument with a message naming
-/// the input, key or element at fault (resource_exhausted if memory runs out).
+/// string), sequence_start, sequence_end, priority, timeout (µs), binary_data_output set the
+/// request's fields and do not reach the backend (Triton's reserved parameters); keys starting
+/// with "triton_" are refused as Triton refuses them; every other parameter goes to
+/// `request.parameters` in the order sent, a bool, int64 (uint64 above INT64_MAX), double or
+/// string, as Triton hands custom parameters to a backend; an object, array or null is refused
+/// naming the parameter. Every error is invalid_argument with a message naming the input, key or
+/// element at fault (resource_exhausted if memory runs out).
 ///
 /// Differences from Triton: FP16 and BF16 are accepted as JSON numbers (Triton requires binary
 /// data for them); integer types refuse JSON floats such as 3.0 (Triton too), and out-of-range
 /// values are refused rather than truncated (Triton casts); nested "data" must be regular and
 /// match "shape" (Triton counts elements only); NaN/Infinity tokens are not accepted (strict JSON
-/// grammar; Triton's rapidjson takes them); JSON nested deeper than 512 levels, duplicate keys,
-/// shared memory and classification are refused.
+/// grammar; Triton's rapidjson takes them); JSON nested deeper than 512 levels, duplicate keys
+/// (parameters included), shared memory and classification are refused; a parameter above
+/// INT64_MAX is a uint64 (Triton's HTTP front end makes it a double; its gRPC InferParameter has
+/// uint64).
 ///
 /// `limits` bounds the nesting, the inputs, the requested outputs and each input's elements; a
 /// body past one is refused (invalid_argument naming the limit) as soon as it is seen.

@@ -9,6 +9,7 @@
 
 #include <servekit/core/bytes.hpp>
 #include <servekit/core/data_type.hpp>
+#include <servekit/core/parameters.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/core/tensor.hpp>
@@ -25,6 +26,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 
 namespace servekit::http {
 
@@ -149,6 +152,45 @@ template <class T>
   return {};
 }
 
+/// A parameter's value as JSON: true/false, an integer, a number (as append_float writes it) or
+/// a string (invalid UTF-8 becomes U+FFFD).
+inline void append_parameter_value(std::string& out, const parameter_value& v) {
+  std::visit(
+      [&out](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          out += x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          append_float(out, x);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          append_json_string(out, x);
+        } else {
+          append_integer(out, x);
+        }
+      },
+      v);
+}
+
+/// `,"parameters":{"<name>":<value>,...}` (Triton's form for a response's parameters), or
+/// nothing for an empty list.
+inline void append_response_parameters(std::string& out, const parameter_list& parameters) {
+  if (parameters.empty()) {
+    return;
+  }
+  out += R"(,"parameters":{)";
+  bool first = true;
+  for (const auto& p : parameters) {
+    if (!first) {
+      out += ',';
+    }
+    first = false;
+    append_json_string(out, p.name);
+    out += ':';
+    append_parameter_value(out, p.value);
+  }
+  out += '}';
+}
+
 /// `{"model_name":...,"model_version":"<version>"` and `,"id":...` when `id` is set: how both
 /// response forms (infer and generate) begin. The object is left open.
 inline void append_response_head(std::string& out, std::string_view model, std::int64_t version,
@@ -188,8 +230,9 @@ inline void append_response_head(std::string& out, std::string_view model, std::
 ///
 /// Floats are written in their shortest round-trip form; NaN and infinities as `NaN`,
 /// `Infinity`, `-Infinity` (Triton's choice; not strict JSON). FP16/BF16 are written as numbers
-/// (Triton refuses them in JSON). Like Triton, the response carries no "parameters" (Triton
-/// does not echo sequence_id; it writes only parameters a backend sets).
+/// (Triton refuses them in JSON). The response's "parameters" object, after "id" and before
+/// "outputs" as Triton writes it, holds `r.parameters` (what the backend set), and is left out
+/// when there are none: like Triton, the request's parameters (sequence_id...) are not echoed.
 ///
 /// Failed responses are not encoded here (write encode_error(r.status.message())). The returned
 /// status is not ok when an output cannot be written: internal for a tensor whose bytes do not
@@ -219,6 +262,10 @@ inline status encode_infer_response(const servekit::response& r, std::string_vie
   // One reservation up front (a no-op when the caller reuses its string): binary data is copied
   // as is; JSON text takes about four characters per byte of FP32 or UINT8 data.
   std::size_t estimate = 64 + model.size() + r.id.size();
+  for (const auto& p : r.parameters) {
+    const auto* text = std::get_if<std::string>(&p.value);
+    estimate += 32 + p.name.size() + (text != nullptr ? text->size() : 0);
+  }
   for (const auto& t : r.outputs) {
     bool binary = false;
     if (binary_for(t, binary)) {
@@ -228,6 +275,7 @@ inline status encode_infer_response(const servekit::response& r, std::string_vie
   body.reserve(estimate);
 
   detail::append_response_head(body, model, version, r.id);
+  detail::append_response_parameters(body, r.parameters);
   body += R"(,"outputs":[)";
 
   bool first = true;

@@ -313,6 +313,9 @@ private:
 
   bool root_value(const json_scalar& s, std::string_view text);
   bool parameter_value(const json_scalar& s, std::string_view text);
+  /// A parameter servekit does not interpret, kept for the backend in request.parameters.
+  bool custom_parameter(const json_scalar& s, std::string_view text);
+  [[gnu::cold]] bool fail_parameter_type(std::string_view got);
   bool input_value(const json_scalar& s, std::string_view text);
   bool data_value(const json_scalar& s, std::string_view text);
   /// data_value's error, out of its way: it runs once per element.
@@ -359,8 +362,9 @@ private:
   decoded_infer_request& out_;
   std::span<const std::byte> binary_;
   request_limits limits_;
-  std::unordered_set<std::string> input_names_;  // past first_of_name's scan
-  std::unordered_set<std::string> output_names_; // likewise
+  std::unordered_set<std::string> input_names_;     // past first_of_name's scan
+  std::unordered_set<std::string> output_names_;    // likewise
+  std::unordered_set<std::string> parameter_names_; // likewise, for request.parameters
   std::size_t binary_used_ = 0;
   std::size_t text_size_ = 0; // 0: unknown (set_text_size)
   status error_;

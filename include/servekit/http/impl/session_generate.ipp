@@ -90,7 +90,7 @@ SERVEKIT_DECL void session::collect_generate_response(const std::shared_ptr<sess
         handoff_.status = http_status_for(r.status.code());
         handoff_.body = encode_error(r.status.message());
       }
-    } else if (!r.final || !r.outputs.empty()) {
+    } else if (!r.final || !r.outputs.empty() || !r.parameters.empty()) {
       ++handoff_.generate_responses;
       if (handoff_.status == 200 && handoff_.generate_responses == 1) {
         const status s = encode_generate_response(r, handoff_.generate_model,
@@ -136,7 +136,7 @@ SERVEKIT_DECL void session::stream_response(const std::shared_ptr<session>& self
     if (!r.ok()) {
       error_status = http_status_for(r.status.code());
       json = encode_error(r.status.message());
-    } else if (r.final && r.outputs.empty()) {
+    } else if (r.final && r.outputs.empty() && r.parameters.empty()) {
       has_event = false; // Triton sends no event for an empty final response
     } else if (const status s = encode_generate_response(r, handoff_.generate_model,
                                                          handoff_.generate_version, json);

@@ -57,9 +57,8 @@ SERVEKIT_DECL bool infer_request_parser::key(std::string_view k) {
       return fail("parameter keys starting with 'triton_' are reserved for Triton usage and "
                   "should not be specified.");
     }
-    // Any other parameter is allowed and, here, ignored: Triton hands such parameters to the
-    // backend (TRITONSERVER_InferenceRequestSet*Parameter), and servekit's request has no
-    // free-form parameters yet. Triton's type rule still applies (int, bool or string).
+    // Any other parameter goes to the backend, as Triton hands it over
+    // (TRITONSERVER_InferenceRequestSet*Parameter); custom_parameter checks its type and name.
     parameter_name_.assign(k);
     pending_ = field::other_parameter;
     return true;
@@ -257,14 +256,49 @@ SERVEKIT_DECL bool infer_request_parser::parameter_value(const json_scalar& s,
     out_.binary_data_output = s.b;
     return true;
   default: // field::other_parameter
-    if (s.tag == json_scalar::kind::string || s.tag == json_scalar::kind::boolean ||
-        s.tag == json_scalar::kind::integer || s.tag == json_scalar::kind::unsigned_integer) {
-      return true;
-    }
-    return fail(fmt::format("parameter '{}' has invalid type. It should be either 'int', "
-                            "'bool', or 'string'.",
-                            parameter_name_));
+    return custom_parameter(s, text);
   }
+}
+
+SERVEKIT_DECL bool infer_request_parser::custom_parameter(const json_scalar& s,
+                                                          std::string_view text) {
+  auto& list = out_.request.parameters;
+  if (!first_of_name(parameter_names_, list.size(), parameter_name_,
+                     [&list](std::size_t i) -> const std::string& { return list[i].name; })) {
+    return fail(fmt::format("duplicate key '{}' in 'parameters'", parameter_name_));
+  }
+  // As Triton's HTTP front end types them, except that an integer past INT64_MAX stays exact
+  // as a uint64 (Triton makes it a double).
+  switch (s.tag) {
+  case json_scalar::kind::string:
+    list.append(parameter_name_, std::string{text});
+    return true;
+  case json_scalar::kind::boolean:
+    list.append(parameter_name_, s.b);
+    return true;
+  case json_scalar::kind::integer:
+    list.append(parameter_name_, s.i);
+    return true;
+  case json_scalar::kind::unsigned_integer:
+    if (s.u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      list.append(parameter_name_, static_cast<std::int64_t>(s.u));
+    } else {
+      list.append(parameter_name_, s.u);
+    }
+    return true;
+  case json_scalar::kind::floating:
+    list.append(parameter_name_, s.d);
+    return true;
+  case json_scalar::kind::null:
+    break;
+  }
+  return fail_parameter_type("null");
+}
+
+SERVEKIT_DECL bool infer_request_parser::fail_parameter_type(std::string_view got) {
+  return fail(fmt::format("parameter '{}' has invalid type ({}). It should be either 'int', "
+                          "'bool', 'double' or 'string'.",
+                          parameter_name_, got));
 }
 
 SERVEKIT_DECL bool infer_request_parser::input_value(const json_scalar& s, std::string_view text) {
@@ -398,9 +432,7 @@ SERVEKIT_DECL bool infer_request_parser::start(bool object) {
   case ctx::params: {
     const field f = std::exchange(pending_, field::none);
     if (f == field::other_parameter) {
-      return fail(fmt::format("parameter '{}' has invalid type. It should be either 'int', "
-                              "'bool', or 'string'.",
-                              parameter_name_));
+      return fail_parameter_type(object ? "an object" : "an array");
     }
     return fail(fmt::format("Unable to parse '{}': expected a value, got {}", parameter_name_,
                             object ? "an object" : "an array"));
