@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <mutex>
 #include <stdexcept>
@@ -597,6 +598,24 @@ using stateful_pipeline = servekit::ensemble<
     servekit::inputs<"IMAGE">, servekit::outputs<"TOTAL">,
     step<preprocess, in<"RAW_IMAGE", "IMAGE">, out<"PREPROCESSED_OUTPUT", "prepped">>,
     step<stateful, in<"IN", "prepped">, out<"OUT", "TOTAL">>>;
+
+// As Triton (core#262): the ensemble request's parameters go to every composing model.
+TEST_F(Pipeline, RequestParametersReachEveryStep) {
+  std::atomic<std::int64_t> pre_saw{-1};
+  std::atomic<std::int64_t> cls_saw{-1};
+  pre_backend::before = [&](servekit::batch& b) {
+    pre_saw = b.request(0).parameters.get<std::int64_t>("max_tokens").value_or(0);
+  };
+  cls_backend::before = [&](servekit::batch& b) {
+    cls_saw = b.request(0).parameters.get<std::int64_t>("max_tokens").value_or(0);
+  };
+  auto r = make_request("IMAGE", 1.0F);
+  r.parameters.set("max_tokens", std::int64_t{7});
+  const auto answer = p.infer(std::move(r)).get();
+  ASSERT_TRUE(answer.ok()) << answer.status.message();
+  EXPECT_EQ(pre_saw.load(), 7);
+  EXPECT_EQ(cls_saw.load(), 7);
+}
 
 TEST_F(Pipeline, SequenceFieldsPriorityAndTimeoutReachAStatefulStep) {
   running_sum::seen.clear();

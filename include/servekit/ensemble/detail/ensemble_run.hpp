@@ -255,6 +255,7 @@ public:
     out.sequence_start = request_.sequence_start;
     out.sequence_end = request_.sequence_end;
     out.cancellation = request_.cancellation;
+    out.parameters = request_.parameters; // Triton forwards them to every composing model
     out.requested_outputs = step.requested_outputs;
     out.inputs.reserve(step.input_tensors.size());
     for (std::size_t i = 0; i < step.input_tensors.size(); ++i) {
