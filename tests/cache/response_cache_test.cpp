@@ -113,6 +113,31 @@ TEST(CacheKey, OnlyByteIdenticalRequestsShareAKey) {
   EXPECT_NE(key_of(a), key_of(some_outputs));
 }
 
+// Parameters reach the backend (max_tokens, temperature...), so they can change the outputs:
+// their names, types, values and order are part of the key.
+TEST(CacheKey, ParametersArePartOfTheKey) {
+  const auto plain = request_of({1, 2, 3, 4});
+  auto with = [](auto... set) {
+    auto r = request_of({1, 2, 3, 4});
+    (set(r.parameters), ...);
+    return r;
+  };
+  const auto tokens = [](std::int64_t n) {
+    return [n](servekit::parameter_list& p) { p.set("max_tokens", n); };
+  };
+  EXPECT_EQ(key_of(with(tokens(8))), key_of(with(tokens(8))));
+  EXPECT_NE(key_of(plain), key_of(with(tokens(8))));
+  EXPECT_NE(key_of(with(tokens(8))), key_of(with(tokens(9))));
+  // Same name, other type: the int64 8 and the double 8.0 are different requests.
+  EXPECT_NE(key_of(with(tokens(8))),
+            key_of(with([](servekit::parameter_list& p) { p.set("max_tokens", 8.0); })));
+  const auto text = [](std::string value) {
+    return [value](servekit::parameter_list& p) { p.set("stop", value); };
+  };
+  EXPECT_NE(key_of(with(text("ab"))), key_of(with(text("abc"))));
+  EXPECT_NE(key_of(with(tokens(8), text("x"))), key_of(with(text("x"), tokens(8)))); // order
+}
+
 TEST(CacheKey, IgnoresWhatDoesNotChangeTheOutputs) {
   auto other = request_of({1, 2, 3, 4});
   other.id = "another id";

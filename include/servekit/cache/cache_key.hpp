@@ -36,10 +36,11 @@ namespace detail {
 } // namespace detail
 
 /// What identifies a cacheable request: the model's name and version, and each input's name,
-/// data type, shape and bytes, in the request's order, then the requested outputs. Two requests
-/// share a response only when these bytes are identical (a hash match alone never hits).
-/// Request ids, priorities, timeouts and parameters are not part of it: they do not change
-/// the outputs.
+/// data type, shape and bytes, in the request's order, then the requested outputs and the
+/// request's parameters (those a backend sees: a `max_tokens` changes the outputs). Two
+/// requests share a response only when these bytes are identical (a hash match alone never
+/// hits). Request ids, priorities, timeouts and sequence fields are not part of it: they do not
+/// change the outputs.
 ///
 /// The bytes are laid out as a header (the model, the version, every input's name, data type,
 /// shape and byte count, the requested outputs; every variable-length part prefixed by its

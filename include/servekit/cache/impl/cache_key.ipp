@@ -6,6 +6,9 @@
 #include <servekit/cache/cache_key.hpp>
 #include <servekit/core/detail/linkage.hpp>
 
+#include <type_traits>
+#include <variant>
+
 namespace servekit::detail {
 
 [[nodiscard]] SERVEKIT_DECL std::uint64_t hash_cache_bytes(std::string_view bytes) noexcept {
@@ -62,6 +65,13 @@ request_key::of(std::string_view model, std::int64_t version, const request& r) 
   for (const auto& o : r.requested_outputs) {
     header_size += sizeof(std::uint64_t) + o.size();
   }
+  header_size += sizeof(std::uint64_t);
+  for (const auto& p : r.parameters) {
+    header_size += 3 * sizeof(std::uint64_t) + 1 + p.name.size();
+    if (const auto* text = std::get_if<std::string>(&p.value)) {
+      header_size += text->size();
+    }
+  }
   std::string header;
   header.reserve(header_size);
   auto put = [&header](const void* p, std::size_t n) {
@@ -86,6 +96,26 @@ request_key::of(std::string_view model, std::int64_t version, const request& r) 
   put_u64(r.requested_outputs.size());
   for (const auto& o : r.requested_outputs) {
     put_text(o);
+  }
+  // The parameters a backend reads may change its outputs (max_tokens, say): they are part of
+  // the key, each as its name, its type and its value, in the request's order.
+  put_u64(r.parameters.size());
+  for (const auto& p : r.parameters) {
+    put_text(p.name);
+    const auto type = static_cast<unsigned char>(p.value.index());
+    put(&type, 1);
+    std::visit(
+        [&](const auto& v) {
+          using value_type = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<value_type, std::string>) {
+            put_text(v);
+          } else if constexpr (std::is_same_v<value_type, bool>) {
+            put_u64(v ? 1 : 0);
+          } else {
+            put(&v, sizeof v);
+          }
+        },
+        p.value);
   }
   // The hash combines the header's and each input's, read where they are.
   std::uint64_t h = detail::hash_cache_bytes(header);
