@@ -83,6 +83,12 @@ enum class inflate_result { ok, too_large, corrupt };
     if (inflateInit2(&z, window_bits) != Z_OK) {
       return inflate_result::corrupt;
     }
+    // Ends the stream however the scope ends: appending to `out` may throw std::bad_alloc, and
+    // zlib's state (malloc'd by inflateInit2) must not leak with it.
+    struct stream_end {
+      z_stream& z;
+      ~stream_end() { inflateEnd(&z); }
+    } const end{z};
     z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
     z.avail_in = static_cast<uInt>(in.size());
     std::array<char, 16 * 1024> chunk{};
@@ -93,7 +99,6 @@ enum class inflate_result { ok, too_large, corrupt };
       rc = inflate(&z, Z_NO_FLUSH);
       const std::size_t produced = chunk.size() - z.avail_out;
       if (out.size() + produced > limit) { // out.size() <= limit: no overflow
-        inflateEnd(&z);
         return inflate_result::too_large;
       }
       out.append(chunk.data(), produced);
@@ -101,7 +106,6 @@ enum class inflate_result { ok, too_large, corrupt };
         break; // the input ended before the stream did
       }
     }
-    inflateEnd(&z);
     return rc == Z_STREAM_END ? inflate_result::ok : inflate_result::corrupt;
   };
   if (in.size() > static_cast<std::size_t>(static_cast<uInt>(-1))) {
@@ -123,6 +127,10 @@ enum class inflate_result { ok, too_large, corrupt };
   if (deflateInit2(&z, 1, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     return false;
   }
+  struct stream_end { // as in inflate_body: resizing `out` may throw
+    z_stream& z;
+    ~stream_end() { deflateEnd(&z); }
+  } const end{z};
   out.resize(deflateBound(&z, static_cast<uLong>(in.size())));
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   z.avail_in = static_cast<uInt>(in.size());
@@ -130,7 +138,6 @@ enum class inflate_result { ok, too_large, corrupt };
   z.avail_out = static_cast<uInt>(out.size());
   const int rc = deflate(&z, Z_FINISH);
   out.resize(out.size() - z.avail_out);
-  deflateEnd(&z);
   return rc == Z_STREAM_END;
 }
 
