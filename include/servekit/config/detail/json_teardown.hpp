@@ -62,9 +62,10 @@ private:
   int uncaught_ = std::uncaught_exceptions();
 };
 
-/// Builders of response bodies add members one scalar at a time (`o["count"] = n`), never from
-/// an initializer list such as `json{{"count", n}}`: its pairs are temporaries with children,
-/// and destroying them allocates (see above).
+// Builders of response bodies add members one scalar at a time (`o["count"] = n`), never from
+// an initializer list such as `json{{"count", n}}`: its pairs are temporaries with children,
+// and destroying them allocates (see above). These make the containers in place.
+
 /// `parent[key]`, made an empty object.
 inline nlohmann::json& json_object_member(nlohmann::json& parent, const char* key) {
   return parent[key] = nlohmann::json::object();
