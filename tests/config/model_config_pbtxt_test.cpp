@@ -96,11 +96,11 @@ TEST(ModelConfigPbtxt, SyntaxErrorNamesLineAndColumn) {
   EXPECT_EQ(e->code(), config_error_code::parse_error);
   EXPECT_EQ(e->path(), "");
   ASSERT_TRUE(e->where());
-  EXPECT_EQ(*e->where(), (text_position{4, 24}));
-  EXPECT_EQ(std::string{e->what()}.rfind("4:24: model config is not valid protobuf text format", 0),
+  EXPECT_EQ(*e->where(), (text_position{4, 26}));
+  EXPECT_EQ(std::string{e->what()}.rfind("4:26: model config is not valid protobuf text format", 0),
             0U)
       << e->what();
-  EXPECT_EQ(e->located_in("m/config.pbtxt").rfind("m/config.pbtxt:4:24: ", 0), 0U);
+  EXPECT_EQ(e->located_in("m/config.pbtxt").rfind("m/config.pbtxt:4:26: ", 0), 0U);
 }
 
 TEST(ModelConfigPbtxt, UnknownFieldAndEnumNameAreSyntaxErrorsWithPosition) {
@@ -150,12 +150,13 @@ TEST(ModelConfigPbtxt, ValidationErrorNamesLineAndColumnOfTheField) {
 TEST(ModelConfigPbtxt, MissingFieldIsPlacedAtItsEnclosingField) {
   const auto e = error_of("max_batch_size: 8\n"
                           "input [\n"
-                          "  { name: \"A\" dims: [ 4 ] }\n"
+                          "  { name: \"A\" data_type: TYPE_FP32 dims: [ 4 ] },\n"
+                          "  { name: \"B\" dims: [ 4 ] }\n"
                           "]\n");
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->path().rfind("/input/0", 0), 0U) << e->what();
+  EXPECT_EQ(e->path(), "/input/1/data_type") << e->what();
   ASSERT_TRUE(e->where());
-  EXPECT_EQ(*e->where(), (text_position{3, 3}));
+  EXPECT_EQ(*e->where(), (text_position{4, 5})); // an element of a list: its first field
 
   // In a map's value: placed at the entry.
   const auto w = error_of("max_batch_size: 8\n"
@@ -178,6 +179,8 @@ TEST(ModelConfigPbtxt, LocateFollowsIndicesAndMapKeys) {
                                "  key: \"b/c\"\n"
                                "  value: { string_value: \"2\" }\n"
                                "}\n"
+                               "output { name: \"A\" dims: 1 }\n"
+                               "output { name: \"B\" dims: 1 dims: 2 }\n"
                                "dynamic_batching {\n"
                                "  priority_levels: 2\n"
                                "  priority_queue_policy { key: 2 value: { max_queue_size: 4 } }\n"
@@ -185,11 +188,15 @@ TEST(ModelConfigPbtxt, LocateFollowsIndicesAndMapKeys) {
   EXPECT_EQ(text.locate("/name"), (text_position{1, 1}));
   EXPECT_EQ(text.locate("/parameters/a"), (text_position{2, 1}));
   EXPECT_EQ(text.locate("/parameters/b~1c/string_value"), (text_position{5, 12}));
-  EXPECT_EQ(text.locate("/dynamic_batching/priority_levels"), (text_position{8, 3}));
+  // Elements written one by one: each at its own field name.
+  EXPECT_EQ(text.locate("/output/1"), (text_position{8, 1}));
+  EXPECT_EQ(text.locate("/output/1/dims/1"), (text_position{8, 28}));
+  EXPECT_EQ(text.locate("/dynamic_batching/priority_levels"), (text_position{10, 3}));
   EXPECT_EQ(text.locate("/dynamic_batching/priority_queue_policy/2/max_queue_size"),
-            (text_position{9, 45}));
+            (text_position{11, 43}));
   // Not written: the closest enclosing field that is; the root: nowhere.
-  EXPECT_EQ(text.locate("/dynamic_batching/preserve_ordering"), (text_position{7, 1}));
+  EXPECT_EQ(text.locate("/dynamic_batching/preserve_ordering"), (text_position{9, 1}));
+  EXPECT_EQ(text.locate("/output/7"), (text_position{7, 1}));
   EXPECT_EQ(text.locate("/platform"), std::nullopt);
   EXPECT_EQ(text.locate(""), std::nullopt);
 }
@@ -216,15 +223,23 @@ TEST(ModelConfigPbtxt, EveryTritonFieldParsesAndUnsupportedOnesAreRefusedByName)
   EXPECT_TRUE(parsed.json().contains("model_metrics"));
   const auto e = error_of(text);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->path(), "/optimization");
+  EXPECT_EQ(e->code(), config_error_code::unknown_field);
+  EXPECT_EQ(e->path(), "/batch_input"); // the JSON reader's order of fields
   ASSERT_TRUE(e->where());
-  EXPECT_EQ(*e->where(), (text_position{2, 1}));
+  EXPECT_EQ(*e->where(), (text_position{5, 1}));
   try {
     (void)load_model_config(parsed.json());
     ADD_FAILURE() << "loaded";
   } catch (const config_error& j) {
-    EXPECT_EQ(std::string{e->what()}, "2:1: " + std::string{j.what()});
+    EXPECT_EQ(std::string{e->what()}, "5:1: " + std::string{j.what()});
   }
+  // Without batch_input, the next one.
+  const auto next_text =
+      text.substr(0, text.find("batch_input")) + text.substr(text.find("model_metrics"));
+  const auto next = error_of(next_text);
+  ASSERT_TRUE(next && next->where());
+  EXPECT_NE(next->path(), "/batch_input");
+  EXPECT_EQ(next->where(), model_config_text{next_text}.locate(next->path()));
 }
 
 // Every model configuration printed in ../shared/reference/ (copied to tests/config/pbtxt/ with
@@ -302,7 +317,6 @@ sequence_batching {
 instance_group [ { name: "g" count: 2 kind: KIND_CPU
                    rate_limiter { resources [ { name: "R" count: 1 } ] priority: 2 } } ]
 model_transaction_policy { decoupled: true final_response_timeout_microseconds: 1000000 }
-response_cache { enable: true }
 parameters [ { key: "k" value { string_value: "v" } } ]
 )";
   const auto options = load_model_config_pbtxt(text);

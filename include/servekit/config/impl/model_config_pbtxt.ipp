@@ -117,28 +117,55 @@ private:
   }
 }
 
+/// Where the parser recorded occurrence `i` of `field` (-1: a singular field).
+[[nodiscard]] SERVEKIT_DECL std::optional<text_position>
+recorded_position(const pb::TextFormat::ParseInfoTree& tree, const pb::FieldDescriptor* field,
+                  int i) {
+  const auto location = tree.GetLocation(field, i);
+  if (location.line < 0) {
+    return std::nullopt;
+  }
+  return text_position{location.line + 1, location.column + 1};
+}
+
 /// Where element `index` of `field` (-1: a singular field) is written. The parser records a
-/// list written `[a, b]` once, under the index of its last element, so an element not recorded
-/// itself is placed at the next recorded one after it (the list holding it).
+/// position per time the field is written: once for a field written `dims: 4` or `input { }`
+/// per element, once for a whole list `dims: [ 4, 5 ]`. When the two counts differ, a message
+/// element is placed at its first field written and any other at the list holding it.
 [[nodiscard]] SERVEKIT_DECL std::optional<text_position>
 field_position(const pb::TextFormat::ParseInfoTree& tree, const pb::FieldDescriptor* field,
                int index, int size) {
-  const auto at = [&](int i) -> std::optional<text_position> {
-    const auto location = tree.GetLocation(field, i);
-    if (location.line < 0) {
-      return std::nullopt;
-    }
-    return text_position{location.line + 1, location.column + 1};
-  };
   if (index < 0) {
-    return at(-1);
+    return recorded_position(tree, field, -1);
   }
-  for (int i = index; i < size; ++i) {
-    if (auto where = at(i)) {
-      return where;
+  int written = 0;
+  while (written <= size && recorded_position(tree, field, written)) {
+    ++written;
+  }
+  if (written == size) {
+    return recorded_position(tree, field, index);
+  }
+  if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+    if (const auto* element = tree.GetTreeForNested(field, index); element != nullptr) {
+      std::optional<text_position> first;
+      const auto* type = field->message_type();
+      for (int f = 0; f < type->field_count(); ++f) {
+        const auto* member = type->field(f);
+        const auto where = recorded_position(*element, member, member->is_repeated() ? 0 : -1);
+        if (where && (!first || std::pair{where->line, where->column} <
+                                    std::pair{first->line, first->column})) {
+          first = where;
+        }
+      }
+      if (first) {
+        return first;
+      }
     }
   }
-  return std::nullopt;
+  if (written == 0) {
+    return std::nullopt;
+  }
+  return recorded_position(tree, field, index < written ? index : written - 1);
 }
 
 } // namespace detail
@@ -295,6 +322,9 @@ SERVEKIT_DECL std::string save_model_config_pbtxt(const model_options& options) 
     throw config_error{config_error_code::bad_value, "",
                        "cannot write the model config as protobuf text format: " +
                            status.ToString()};
+  }
+  if (message.version() == 1) {
+    message.clear_version(); // the default; a Triton config has no version field
   }
   pb::TextFormat::Printer printer;
   printer.SetUseShortRepeatedPrimitives(true);
