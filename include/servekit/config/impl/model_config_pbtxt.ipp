@@ -12,7 +12,7 @@
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
 
-#include <servekit/model_config.pb.h> // generated from proto/servekit/model_config.proto
+#include <servekit/config/model_config.pb.h> // generated from proto/servekit/config/model_config.proto
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/tokenizer.h>
