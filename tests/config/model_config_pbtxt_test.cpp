@@ -58,7 +58,11 @@ input [
   { name: "INPUT1" data_type: TYPE_INT32 dims: [ -1 ] }
 ]
 output { name: "OUTPUT0" data_type: TYPE_INT32 dims: 16 }
-dynamic_batching { max_queue_delay_microseconds: 100 preferred_batch_size: [ 4, 8 ] }
+dynamic_batching {
+  max_queue_delay_microseconds: 100 preferred_batch_size: [ 4, 8 ]
+  priority_levels: 2 default_priority_level: 2
+  priority_queue_policy { key: 1 value: { max_queue_size: 4 timeout_action: DELAY } }
+}
 instance_group [ { count: 2 kind: KIND_CPU } ]
 parameters { key: "addend" value: { string_value: "3" } }
 )");
@@ -72,6 +76,8 @@ parameters { key: "addend" value: { string_value: "3" } }
   EXPECT_EQ(options.output[0].dims, (servekit::shape{16}));
   ASSERT_TRUE(options.dynamic_batching);
   EXPECT_EQ(options.dynamic_batching->max_queue_delay_microseconds, 100U);
+  EXPECT_EQ(options.dynamic_batching->priority.default_priority_level, 2U);
+  EXPECT_EQ(options.dynamic_batching->priority.priority_queue_policy.at(1).max_queue_size, 4U);
   ASSERT_EQ(options.instance_group.size(), 1U);
   EXPECT_EQ(options.instance_group[0].count, 2);
   EXPECT_EQ(options.parameters.at("addend"), "3");

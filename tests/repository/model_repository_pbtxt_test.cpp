@@ -102,7 +102,7 @@ TEST_F(RepositoryPbtxt, ErrorsNameTheFileLineAndColumn) {
     }
     return std::string{"(no entry)"};
   };
-  EXPECT_EQ(reason_of("syntax").rfind("syntax/config.pbtxt:2:18: model config is not valid "
+  EXPECT_EQ(reason_of("syntax").rfind("syntax/config.pbtxt:2:16: model config is not valid "
                                       "protobuf text format",
                                       0),
             0U)
@@ -112,7 +112,7 @@ TEST_F(RepositoryPbtxt, ErrorsNameTheFileLineAndColumn) {
   EXPECT_EQ(reason_of("renamed"), "renamed/config.pbtxt:1:1: /name: the config names the model "
                                   "'other' but its folder is 'renamed'");
   EXPECT_EQ(reason_of("missing_version", 7),
-            "missing_version/config.pbtxt:3:15: /version_policy/specific/versions/1: version 7 of "
+            "missing_version/config.pbtxt:3:14: /version_policy/specific/versions/1: version 7 of "
             "model 'missing_version' has no version folder 'missing_version/7'");
 }
 
