@@ -1,11 +1,11 @@
 #pragma once
 /// \file
 /// Loads and saves `model_options` as Triton's config.pbtxt: the protobuf text format of
-/// `inference.ModelConfig` (proto/servekit/config/model_config.proto, Triton's names and field numbers).
-/// libprotobuf parses the text, the message is converted to its JSON mapping and read by
-/// load_model_config (config/model_config_json.hpp): config.pbtxt and config.json accept the same
-/// configurations and refuse the others with the same messages, and a pbtxt error also says
-/// where in the text it is.
+/// `inference.ModelConfig` (proto/servekit/config/model_config.proto, with Triton's names and
+/// field numbers). libprotobuf parses the text, the message is converted to its JSON mapping and
+/// read by load_model_config (config/model_config_json.hpp): config.pbtxt and config.json accept
+/// the same configurations and refuse the others with the same messages, and a pbtxt error also
+/// says where in the text it is.
 ///
 ///     auto options = servekit::load_model_config_pbtxt(R"(max_batch_size: 8)");
 ///     std::string text = servekit::save_model_config_pbtxt(options);
