@@ -3,6 +3,7 @@
 # (and needs no network or root) when they are all installed. clang and libclang-rt-14-dev
 # (libFuzzer and clang's sanitizer runtimes) are for the fuzz preset; wrk cross-checks the load
 # generator and libsimdjson-dev is bench_json_decode's comparison (docs/benchmarks.md).
+# libprotobuf-dev and protobuf-compiler read config.pbtxt (proto/servekit/config/model_config.proto).
 set -euo pipefail
 
 packages=(
@@ -13,6 +14,8 @@ packages=(
   libfmt-dev
   nlohmann-json3-dev
   zlib1g-dev
+  libprotobuf-dev
+  protobuf-compiler
   libgtest-dev
   libbenchmark-dev
   clang-format

@@ -40,6 +40,12 @@ public:
     std::ofstream out{root_ / model / "config.json", std::ios::binary | std::ios::trunc};
     out << config;
   }
+  /// Writes `<root>/<model>/<file>` (config.pbtxt, say).
+  void write_file(const std::string& model, const std::string& file, std::string_view text) const {
+    std::filesystem::create_directories(root_ / model);
+    std::ofstream out{root_ / model / file, std::ios::binary | std::ios::trunc};
+    out << text;
+  }
   /// Creates `<root>/<model>/<folder>/`.
   void add_folder(const std::string& model, const std::string& folder) const {
     std::filesystem::create_directories(root_ / model / folder);

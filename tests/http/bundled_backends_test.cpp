@@ -1,5 +1,5 @@
 // The example server's bundled backends (examples/server/backends) run through servekit::model
-// directly, configured by the bundled repository's config.json files (examples/models): values,
+// directly, configured by the bundled repository's config files (examples/models): values,
 // shapes, per-request errors, implicit state under both sequence strategies, and the pipeline
 // ensemble over the two. The HTTP path over the same models is server_e2e_test.cpp.
 #include "backends/accumulate.hpp"
@@ -8,6 +8,7 @@
 #include "bundled_backends.hpp"
 
 #include <servekit/config/model_config_json.hpp>
+#include <servekit/config/model_config_pbtxt.hpp>
 #include <servekit/core/bytes.hpp>
 #include <servekit/ensemble/runtime_ensemble.hpp>
 #include <servekit/runtime/model.hpp>
@@ -44,7 +45,10 @@ std::string read_text(const std::filesystem::path& p) {
 /// A bundled model's config, with the model's folder as its directory.
 servekit::model_options bundled(std::string_view model) {
   const auto dir = std::filesystem::path{SERVEKIT_SOURCE_DIR} / "examples" / "models" / model;
-  auto options = servekit::load_model_config(read_text(dir / "config.json"));
+  // config.pbtxt where the folder has one, as the repository reads it.
+  auto options = std::filesystem::exists(dir / "config.pbtxt")
+                     ? servekit::load_model_config_pbtxt(read_text(dir / "config.pbtxt"))
+                     : servekit::load_model_config(read_text(dir / "config.json"));
   options.directory = dir.string();
   return options;
 }

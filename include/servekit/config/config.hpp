@@ -1,5 +1,7 @@
 #pragma once
 /// \file
-/// The config layer: Triton model-configuration JSON for servekit's options structs.
+/// The config layer: Triton model configuration (JSON, and protobuf text format as in
+/// config.pbtxt) for servekit's options structs.
 
 #include <servekit/config/model_config_json.hpp>
+#include <servekit/config/model_config_pbtxt.hpp>

@@ -1,12 +1,12 @@
 #pragma once
 /// \file
 /// Triton's poll model control mode: scan_repository() stamps every model folder (its name, the
-/// modification times of its config.json, of its other files and of everything under its version
-/// folders, as Triton's poll compares them), changes_between() says
-/// what changed between two scans (a pure function), and repository_poller applies the changes
-/// to a model_repository every interval on its own thread: new folders are loaded, changed ones
-/// reloaded (without downtime: model_repository::load builds next to the serving versions), and
-/// removed ones unloaded.
+/// modification times of its config.pbtxt or config.json, of its other files and of everything
+/// under its version folders, as Triton's poll compares them), changes_between() says what changed
+/// between two scans (a pure function), and repository_poller applies the changes to a
+/// model_repository every interval on its own thread: new folders are loaded, changed ones reloaded
+/// (without downtime: model_repository::load builds next to the serving versions), and removed ones
+/// unloaded.
 ///
 ///     servekit::repository_poller poller{models, std::chrono::seconds{15}};
 ///     poller.start(); // the scan taken now is the baseline: load_all() first
@@ -34,7 +34,8 @@ namespace servekit {
 
 /// What a scan records of one model folder: enough to tell that it changed.
 struct model_folder_stamp {
-  /// config.json's modification time; nullopt without one.
+  /// The modification time of the config the repository reads (config.pbtxt, else config.json);
+  /// nullopt without one.
   std::optional<std::filesystem::file_time_type> config_time;
   /// The latest modification time of the other files of the model folder (labels files, as
   /// Triton's poll), if any.
@@ -98,7 +99,10 @@ latest_write_time(const std::filesystem::path& folder, std::error_code& ec) {
       continue;
     }
     model_folder_stamp stamp;
-    if (const auto t = fs::last_write_time(it->path() / "config.json", item_ec); !item_ec) {
+    // The file the repository reads: config.pbtxt, else config.json (model_repository_read.ipp).
+    const char* config_name =
+        fs::exists(it->path() / "config.pbtxt", item_ec) ? "config.pbtxt" : "config.json";
+    if (const auto t = fs::last_write_time(it->path() / config_name, item_ec); !item_ec) {
       stamp.config_time = t;
     }
     std::error_code sub_ec;
@@ -110,7 +114,7 @@ latest_write_time(const std::filesystem::path& folder, std::error_code& ec) {
         return c >= '0' && c <= '9';
       });
       if (!v->is_directory(v_ec)) {
-        if (child != "config.json") {
+        if (child != config_name) {
           if (const auto t = fs::last_write_time(v->path(), v_ec); !v_ec) {
             stamp.other_files_time = std::max(stamp.other_files_time.value_or(t), t);
           }

@@ -36,9 +36,12 @@ struct model_source {
   /// Whether the model has version folders (else version 1 lives in the model folder itself).
   bool version_folders = false;
 
-  /// How messages name the config file: within the repository (`<model>/config.json`), never by
-  /// the host path, since index reasons and load errors reach clients.
-  [[nodiscard]] std::string shown_config_file() const { return config.name + "/config.json"; }
+  /// How messages name the config file: within the repository (`<model>/config.pbtxt` or
+  /// `<model>/config.json`), never by the host path, since index reasons and load errors reach
+  /// clients.
+  [[nodiscard]] std::string shown_config_file() const {
+    return config.name + "/" + config_file.filename().string();
+  }
 
   /// The configuration of version `v`: the same fields, its version and its folder.
   [[nodiscard]] model_options config_for(std::int64_t v) const {
