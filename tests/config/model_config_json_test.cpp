@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace {
+namespace model_config_json_test {
 
 using servekit::config_error;
 using servekit::config_error_code;
@@ -855,4 +855,4 @@ TEST(model_config_json, round_trips_tritons_example_through_save) {
   EXPECT_EQ(load_model_config(saved), loaded);
 }
 
-} // namespace
+} // namespace model_config_json_test

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace bundled_backends_test {
 
 using servekit::data_type;
 using servekit::shape;
@@ -311,4 +311,4 @@ TEST(BundledBackends, PipelineEnsembleOverAddSubAndIdentity) {
   pipeline.shutdown(servekit::shutdown_mode::drain);
 }
 
-} // namespace
+} // namespace bundled_backends_test

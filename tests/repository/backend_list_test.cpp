@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-namespace {
+namespace backend_list_test {
 
 using namespace repository_tests;
 using servekit::config_error;
@@ -170,4 +170,4 @@ TEST_F(BackendList, ABackendThatThrowsIsAConfigError) {
       << e.what();
 }
 
-} // namespace
+} // namespace backend_list_test

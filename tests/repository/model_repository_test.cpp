@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace model_repository_test {
 
 using namespace repository_tests;
 using servekit::model_ready_state;
@@ -676,4 +676,4 @@ TEST_F(Repository, CustomFactory) {
   EXPECT_NE(repo.find("add"), nullptr);
 }
 
-} // namespace
+} // namespace model_repository_test
