@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The backends compiled into servekit-server, by the name a config.json's "backend" gives.
+/// The backends compiled into servekit-server, by the name a model config's `backend` gives
+/// (config.pbtxt or config.json).
 /// Add your own here: write a backend class, then one `named_backend` line (and, to build its
 /// models once rather than in every file that includes this one, one SERVEKIT_EXTERN_COMPOSITIONS
 /// line below and a backends/<name>.cpp with the matching SERVEKIT_INSTANTIATE_COMPOSITIONS).
