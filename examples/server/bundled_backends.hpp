@@ -18,9 +18,13 @@
 
 #include <servekit/repository/backend_list.hpp>
 
+#if defined(SERVEKIT_HAS_ONNX)
+#include <servekit/onnx/onnx_backend.hpp>
+#endif
+
 namespace servekit_server {
 
-using bundled_backends = servekit::backend_list<
+using builtin_backends = servekit::backend_list<
     servekit::named_backend<"add_sub", add_sub_backend>,
     servekit::named_backend<"identity", identity_backend>,
     servekit::named_backend<"accumulate", accumulate_backend>,
@@ -32,6 +36,15 @@ using bundled_backends = servekit::backend_list<
     servekit::named_backend<"gpu_mlp", cuda_examples::mlp_backend>,
     servekit::named_backend<"gpu_accumulate", cuda_examples::gpu_accumulate_backend,
                             cuda_examples::gpu_accumulate_state_store>>;
+
+#if defined(SERVEKIT_HAS_ONNX)
+// ONNX models (`backend: "onnx"`, or Triton's `platform: "onnxruntime_onnx"`) through OpenCV's
+// DNN module, in builds that found it (servekit::onnx).
+using bundled_backends =
+    builtin_backends::with<servekit::named_backend<"onnx", servekit::onnx::backend>>;
+#else
+using bundled_backends = builtin_backends;
+#endif
 
 } // namespace servekit_server
 
@@ -48,3 +61,6 @@ SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::dyna_sequence_backend, servekit::h
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::mlp_backend, servekit::host_state_store);
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::gpu_accumulate_backend,
                              cuda_examples::gpu_accumulate_state_store);
+#if defined(SERVEKIT_HAS_ONNX)
+SERVEKIT_EXTERN_COMPOSITIONS(servekit::onnx::backend, servekit::host_state_store);
+#endif

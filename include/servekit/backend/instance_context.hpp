@@ -44,6 +44,8 @@ struct model_context {
   std::span<const tensor_config> outputs;
   const parameter_map* parameters = nullptr;
   std::string_view directory; ///< the model's folder in a repository ("" outside one)
+  /// The config's `default_model_filename` ("" when it sets none: the backend's own default).
+  std::string_view default_model_filename;
 
   /// A model parameter's string value, if the config sets it.
   [[nodiscard]] std::optional<std::string_view> parameter(std::string_view key) const {

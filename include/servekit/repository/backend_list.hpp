@@ -13,6 +13,7 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/fixed_string.hpp>
 #include <servekit/repository/any_model.hpp>
+#include <servekit/runtime/auto_complete.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
@@ -61,9 +62,11 @@ struct compositions {
 /// `SERVEKIT_INSTANTIATE_COMPOSITIONS(Backend, Store);` in one .cpp file
 /// (examples/server/backends/*.cpp do this for the bundled backends).
 template <class Backend, class Store = host_state_store>
-[[nodiscard]] any_model make_composition(const model_options& config, const test_hooks& hooks,
+[[nodiscard]] any_model make_composition(const model_options& given, const test_hooks& hooks,
                                          const model_environment& environment) {
   using types = compositions<Backend, Store>;
+  // A backend that reads its model file may add the scheduler too (runtime/auto_complete.hpp).
+  const model_options config = auto_completed<Backend>(given);
   if (config.sequence_batching) {
     if (config.sequence_batching->strategy == sequence_strategy::oldest) {
       return any_model::make<typename types::oldest_sequence_model>(config, hooks, environment);
@@ -83,6 +86,26 @@ template <class Backend, class Store = host_state_store>
   return any_model::make<typename types::default_model>(config, hooks, environment);
 }
 
+/// The backend name a config asks for: its `backend`, or where it names none, the backend its
+/// Triton `platform` implies. Triton's names for the file formats servekit serves under names
+/// of its own are translated: platform `onnxruntime_onnx` and backend `onnxruntime` ask for
+/// `onnx`; platform `pytorch_libtorch` asks for `pytorch`.
+[[nodiscard]] inline std::string_view requested_backend(const model_options& config) noexcept {
+  if (config.backend == "onnxruntime") {
+    return "onnx";
+  }
+  if (!config.backend.empty()) {
+    return config.backend;
+  }
+  if (config.platform == "onnxruntime_onnx") {
+    return "onnx";
+  }
+  if (config.platform == "pytorch_libtorch") {
+    return "pytorch";
+  }
+  return {};
+}
+
 /// Backends by name (`named_backend<"name", Backend[, Store]>...`), and the factory a model
 /// repository builds its models with.
 template <class... Named>
@@ -92,7 +115,12 @@ struct backend_list {
   /// The names, in the order given.
   static constexpr std::array<std::string_view, sizeof...(Named)> names{Named::name...};
 
-  /// Builds the model `config` describes: the backend named by `config.backend`, composed with
+  /// This list with `More` after its own (for backends a build may leave out).
+  template <class... More>
+  using with = backend_list<Named..., More...>;
+
+  /// Builds the model `config` describes: the backend `requested_backend(config)` names (its
+  /// `backend`, or the one its Triton `platform` implies), composed with
   /// the scheduler its `sequence_batching` (direct or oldest) or `dynamic_batching` asks for,
   /// else the default scheduler, with the instance counts of its `instance_group`. Throws
   /// config_error at "/backend" for an unknown backend (listing the known ones), and whatever the
@@ -101,17 +129,22 @@ struct backend_list {
   [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {},
                                       const model_environment& environment = {}) {
     any_model out;
+    const std::string_view wanted = requested_backend(config);
     const bool found =
-        ((config.backend == Named::name ? (out = make_composition<typename Named::backend_type,
-                                                                  typename Named::state_store_type>(
-                                               config, hooks, environment),
-                                           true)
-                                        : false) ||
+        ((wanted == Named::name ? (out = make_composition<typename Named::backend_type,
+                                                          typename Named::state_store_type>(
+                                       config, hooks, environment),
+                                   true)
+                                : false) ||
          ...);
     if (!found) {
       throw config_error(config_error_code::bad_value, "/backend",
-                         (config.backend.empty() ? "model '" + config.name + "' names no backend"
-                                                 : "unknown backend '" + config.backend + "'") +
+                         (wanted.empty()
+                              ? "model '" + config.name + "' names no backend" +
+                                    (config.platform.empty()
+                                         ? std::string{}
+                                         : " (platform '" + config.platform + "' implies none)")
+                              : "unknown backend '" + std::string{wanted} + "'") +
                              "; known backends: " + known_names());
     }
     return out;

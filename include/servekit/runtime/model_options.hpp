@@ -135,6 +135,9 @@ struct model_options {
   std::optional<version_policy_options> version_policy;
   /// Free-form parameters for the backend.
   parameter_map parameters;
+  /// The model file in each version folder, for backends that read one (Triton's field; empty:
+  /// the backend's default, such as `model.onnx` or `model.pt`).
+  std::string default_model_filename;
   /// The model's folder (in a model repository), where files the config names are read from,
   /// such as `initial_state/<data_file>`. Not part of the JSON config; empty: the working
   /// directory.

@@ -482,7 +482,6 @@ inline constexpr std::string_view model_config_not_yet_supported[] = {
     "batch_input",
     "batch_output",
     "optimization",
-    "default_model_filename",
     "cc_model_filenames",
     "metric_tags",
     "model_operations",
@@ -518,6 +517,7 @@ inline constexpr json_field<model_options> model_config_fields[] = {
     {"version_policy", read_with<read_version_policy, &model_options::version_policy>,
      write_unless_default<&model_options::version_policy>},
     {"parameters", read_parameters, write_parameters},
+    member_field<&model_options::default_model_filename>("default_model_filename"),
 };
 
 [[nodiscard]] SERVEKIT_DECL model_options read_model_config(const json& value) {

@@ -124,6 +124,7 @@ create_model_states(const model_options& options, const resolved_config& config)
     context.outputs = config.outputs;
     context.parameters = &options.parameters;
     context.directory = options.directory;
+    context.default_model_filename = options.default_model_filename;
     try {
       if constexpr (model_state_takes_backend_state<Backend>) {
         states->model.emplace(std::as_const(context), *states->backend);
