@@ -53,13 +53,15 @@ SERVEKIT_DECL void session::start(bool over_limit) {
   auto self = shared_from_this();
   const bool running = server_.enlist(this, self);
   enlistment_.server = &server_;
-  asio::dispatch(strand_, [self = std::move(self), running] {
-    if (running) {
-      self->read_header();
-    } else {
-      self->close();
-    }
-  });
+  if (!running) {
+    // Accepted while the server stops: the io_context of this connection may already have run
+    // out of work, so a handler dispatched to its strand might never run and the connection
+    // would stay open until the server is destroyed (a client waiting for an answer would
+    // wait that long). Nothing else can use the new socket yet: close it on this thread.
+    close();
+    return;
+  }
+  asio::dispatch(strand_, [self = std::move(self)] { self->read_header(); });
 }
 
 /// stop(): closes the connection if no request of it reached a model (idle, or a body still
