@@ -55,7 +55,11 @@ SERVEKIT_DECL status model_repository::build_versions(const detail::repository_t
     const auto old = entry.versions.find(v);
     auto serving = keep_serving && old != entry.versions.end() ? old->second.model : nullptr;
     try {
-      next[v] = {{name, v, model_ready_state::ready, {}}, build(source, v, table)};
+      // Built before the entry is: with `build` inside the braces, g++ 12 destroys the already
+      // constructed index row twice when it throws (a double free for a name beyond the
+      // small-string buffer; GCC PR 66139, fixed in 13).
+      auto built = build(source, v, table);
+      next[v] = {{name, v, model_ready_state::ready, {}}, std::move(built)};
     } catch (const std::exception& e) {
       // config_error's what() is "<JSON pointer>: <message>"; a backend's is its own text.
       auto reason = fail(source.shown_config_file() + ": " + e.what());
