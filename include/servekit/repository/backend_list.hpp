@@ -40,6 +40,32 @@ struct named_backend {
   using state_store_type = Store;
 };
 
+/// The backend Triton serves a `platform` with when a config names no `backend` (Triton's
+/// backend documentation: "pytorch_libtorch" is served by backend "pytorch", and so on); empty
+/// for a platform Triton maps to no backend ("ensemble", or one it does not know).
+[[nodiscard]] constexpr std::string_view backend_for_platform(std::string_view platform) noexcept {
+  constexpr std::array<std::array<std::string_view, 2>, 5> platforms{{
+      {"pytorch_libtorch", "pytorch"},
+      {"onnxruntime_onnx", "onnxruntime"},
+      {"tensorrt_plan", "tensorrt"},
+      {"tensorflow_graphdef", "tensorflow"},
+      {"tensorflow_savedmodel", "tensorflow"},
+  }};
+  for (const auto& [from, to] : platforms) {
+    if (from == platform) {
+      return to;
+    }
+  }
+  return {};
+}
+
+/// The name of the backend a config asks for: its `backend`, else the one Triton serves its
+/// `platform` with (backend_for_platform).
+[[nodiscard]] constexpr std::string_view backend_name(const model_options& config) noexcept {
+  return config.backend.empty() ? backend_for_platform(config.platform)
+                                : std::string_view{config.backend};
+}
+
 /// The model types a backend is served as, one per scheduler a config can ask for. Instance
 /// counts are run-time options (`instance_group`), so they need no type of their own.
 template <class Backend, class Store = host_state_store>
@@ -92,27 +118,39 @@ struct backend_list {
   /// The names, in the order given.
   static constexpr std::array<std::string_view, sizeof...(Named)> names{Named::name...};
 
-  /// Builds the model `config` describes: the backend named by `config.backend`, composed with
-  /// the scheduler its `sequence_batching` (direct or oldest) or `dynamic_batching` asks for,
-  /// else the default scheduler, with the instance counts of its `instance_group`. Throws
+  /// Builds the model `config` describes: the backend named by `config.backend` (or, without
+  /// one, the backend Triton serves `config.platform` with: backend_name), composed with the
+  /// scheduler its `sequence_batching` (direct or oldest) or `dynamic_batching` asks for, else
+  /// the default scheduler, with the instance counts of its `instance_group`. Throws
   /// config_error at "/backend" for an unknown backend (listing the known ones), and whatever the
   /// model's constructor throws (config_error naming the field; a backend constructor's
   /// failure as config_error at "/instance_group").
   [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {},
                                       const model_environment& environment = {}) {
+    const std::string_view name = backend_name(config);
     any_model out;
     const bool found =
-        ((config.backend == Named::name ? (out = make_composition<typename Named::backend_type,
-                                                                  typename Named::state_store_type>(
-                                               config, hooks, environment),
-                                           true)
-                                        : false) ||
+        ((name == Named::name ? (out = make_composition<typename Named::backend_type,
+                                                        typename Named::state_store_type>(
+                                     config, hooks, environment),
+                                 true)
+                              : false) ||
          ...);
     if (!found) {
+      std::string what;
+      if (!config.backend.empty()) {
+        what = "unknown backend '" + config.backend + "'";
+      } else if (!name.empty()) {
+        what = "platform '" + config.platform + "' is served by backend '" + std::string{name} +
+               "', which this server does not have";
+      } else if (!config.platform.empty()) {
+        what = "model '" + config.name + "' names no backend, and platform '" + config.platform +
+               "' names none either";
+      } else {
+        what = "model '" + config.name + "' names no backend";
+      }
       throw config_error(config_error_code::bad_value, "/backend",
-                         (config.backend.empty() ? "model '" + config.name + "' names no backend"
-                                                 : "unknown backend '" + config.backend + "'") +
-                             "; known backends: " + known_names());
+                         what + "; known backends: " + known_names());
     }
     return out;
   }
