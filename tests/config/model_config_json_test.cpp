@@ -479,11 +479,13 @@ TEST(model_config_json, round_trips_an_ensemble_using_every_field) {
 TEST(model_config_json, unknown_top_level_field_is_named_with_the_known_ones) {
   EXPECT_TRUE(fails_with(R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
                          "unknown field 'max_batch'"));
-  EXPECT_TRUE(fails_with(R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
-                         "known: name, version, backend, platform, max_batch_size, input, output, "
-                         "dynamic_batching, sequence_batching, ensemble_scheduling, "
-                         "instance_group, model_transaction_policy, response_cache, "
-                         "model_warmup, version_policy, parameters)"));
+  EXPECT_TRUE(fails_with(
+      R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
+      "known: name, version, backend, platform, default_model_filename, max_batch_size, input, "
+      "output, "
+      "dynamic_batching, sequence_batching, ensemble_scheduling, "
+      "instance_group, model_transaction_policy, response_cache, "
+      "model_warmup, version_policy, parameters)"));
 }
 
 TEST(model_config_json, unknown_nested_field_points_into_its_message) {

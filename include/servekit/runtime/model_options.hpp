@@ -112,6 +112,9 @@ struct model_options {
   std::int64_t version = 1;
   std::string backend;  ///< informational: which backend serves the model
   std::string platform; ///< informational ("ensemble" for ensembles)
+  /// The model file in a version folder, for backends that load one (Triton's
+  /// `default_model_filename`); empty: the backend's own default (`model.pt` for LibTorch).
+  std::string default_model_filename;
   /// Largest batch; unset: the backend's declared max_batch_size (or 0).
   std::optional<std::int32_t> max_batch_size;
   /// Declared inputs/outputs; empty: the backend's declared ones.
