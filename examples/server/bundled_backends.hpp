@@ -17,6 +17,13 @@
 
 #include <servekit/repository/backend_list.hpp>
 
+// TorchScript models (`platform: "pytorch_libtorch"` or `backend: "pytorch"`), in programs that
+// link servekit::libtorch (which defines SERVEKIT_HAS_LIBTORCH): servekit-server in a build with
+// LibTorch. The HTTP tests link the other backends only, and load no LibTorch.
+#if defined(SERVEKIT_HAS_LIBTORCH)
+#include <servekit/libtorch/backend.hpp>
+#endif
+
 namespace servekit_server {
 
 using bundled_backends = servekit::backend_list<
@@ -30,7 +37,12 @@ using bundled_backends = servekit::backend_list<
     servekit::named_backend<"dyna_sequence", dyna_sequence_backend>,
     servekit::named_backend<"gpu_mlp", cuda_examples::mlp_backend>,
     servekit::named_backend<"gpu_accumulate", cuda_examples::gpu_accumulate_backend,
-                            cuda_examples::gpu_accumulate_state_store>>;
+                            cuda_examples::gpu_accumulate_state_store>
+#if defined(SERVEKIT_HAS_LIBTORCH)
+    ,
+    servekit::named_backend<"pytorch", servekit::libtorch::backend>
+#endif
+    >;
 
 } // namespace servekit_server
 
@@ -47,3 +59,6 @@ SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::dyna_sequence_backend, servekit::h
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::mlp_backend, servekit::host_state_store);
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::gpu_accumulate_backend,
                              cuda_examples::gpu_accumulate_state_store);
+#if defined(SERVEKIT_HAS_LIBTORCH)
+SERVEKIT_EXTERN_COMPOSITIONS(servekit::libtorch::backend, servekit::host_state_store);
+#endif
