@@ -4,6 +4,8 @@
 # (libFuzzer and clang's sanitizer runtimes) are for the fuzz preset; wrk cross-checks the load
 # generator and libsimdjson-dev is bench_json_decode's comparison (docs/benchmarks.md).
 # libprotobuf-dev and protobuf-compiler read config.pbtxt (proto/servekit/config/model_config.proto).
+# libopencv-dnn-dev runs ONNX models (servekit::onnx); libonnx-testdata holds ONNX's reference
+# graphs and tensors, which tests/onnx runs.
 # libtorch-dev (LibTorch 1.13, CPU; about 160 packages, 500 MB installed) is the LibTorch backend's
 # (servekit::libtorch, docs/backends.md); without it that backend is left out of the build.
 set -euo pipefail
@@ -26,6 +28,8 @@ packages=(
   libclang-rt-14-dev
   wrk
   libsimdjson-dev
+  libopencv-dnn-dev
+  libonnx-testdata
   libtorch-dev
 )
 

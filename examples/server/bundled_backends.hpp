@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The backends compiled into servekit-server, by the name a config.json's "backend" gives.
+/// The backends compiled into servekit-server, by the name a model config's `backend` gives
+/// (config.pbtxt or config.json).
 /// Add your own here: write a backend class, then one `named_backend` line (and, to build its
 /// models once rather than in every file that includes this one, one SERVEKIT_EXTERN_COMPOSITIONS
 /// line below and a backends/<name>.cpp with the matching SERVEKIT_INSTANTIATE_COMPOSITIONS).
@@ -17,6 +18,9 @@
 
 #include <servekit/repository/backend_list.hpp>
 
+#if defined(SERVEKIT_HAS_ONNX)
+#include <servekit/onnx/onnx_backend.hpp>
+#endif
 // TorchScript models (`platform: "pytorch_libtorch"` or `backend: "pytorch"`), in programs that
 // link servekit::libtorch (which defines SERVEKIT_HAS_LIBTORCH): servekit-server in a build with
 // LibTorch. The HTTP tests link the other backends only, and load no LibTorch.
@@ -26,7 +30,7 @@
 
 namespace servekit_server {
 
-using bundled_backends = servekit::backend_list<
+using builtin_backends = servekit::backend_list<
     servekit::named_backend<"add_sub", add_sub_backend>,
     servekit::named_backend<"identity", identity_backend>,
     servekit::named_backend<"accumulate", accumulate_backend>,
@@ -37,12 +41,23 @@ using bundled_backends = servekit::backend_list<
     servekit::named_backend<"dyna_sequence", dyna_sequence_backend>,
     servekit::named_backend<"gpu_mlp", cuda_examples::mlp_backend>,
     servekit::named_backend<"gpu_accumulate", cuda_examples::gpu_accumulate_backend,
-                            cuda_examples::gpu_accumulate_state_store>
-#if defined(SERVEKIT_HAS_LIBTORCH)
-    ,
-    servekit::named_backend<"pytorch", servekit::libtorch::backend>
+                            cuda_examples::gpu_accumulate_state_store>>;
+
+#if defined(SERVEKIT_HAS_ONNX)
+// ONNX models (`backend: "onnx"`, or Triton's `platform: "onnxruntime_onnx"`) through OpenCV's
+// DNN module, in builds that found it (servekit::onnx).
+using file_backends =
+    builtin_backends::with<servekit::named_backend<"onnx", servekit::onnx::backend>>;
+#else
+using file_backends = builtin_backends;
 #endif
-    >;
+
+#if defined(SERVEKIT_HAS_LIBTORCH)
+using bundled_backends =
+    file_backends::with<servekit::named_backend<"pytorch", servekit::libtorch::backend>>;
+#else
+using bundled_backends = file_backends;
+#endif
 
 } // namespace servekit_server
 
@@ -59,6 +74,9 @@ SERVEKIT_EXTERN_COMPOSITIONS(servekit_server::dyna_sequence_backend, servekit::h
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::mlp_backend, servekit::host_state_store);
 SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::gpu_accumulate_backend,
                              cuda_examples::gpu_accumulate_state_store);
+#if defined(SERVEKIT_HAS_ONNX)
+SERVEKIT_EXTERN_COMPOSITIONS(servekit::onnx::backend, servekit::host_state_store);
+#endif
 #if defined(SERVEKIT_HAS_LIBTORCH)
 SERVEKIT_EXTERN_COMPOSITIONS(servekit::libtorch::backend, servekit::host_state_store);
 #endif

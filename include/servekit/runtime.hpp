@@ -2,6 +2,7 @@
 /// \file
 /// The runtime layer: model<Backend, Policies...>, instance groups and the shells.
 
+#include <servekit/runtime/auto_complete.hpp>
 #include <servekit/runtime/instance_group.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_environment.hpp>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace batch_test {
 
 using servekit::data_type;
 using servekit::shape;
@@ -120,4 +120,4 @@ TEST_F(batch_io, the_throwing_forms_throw_the_status_the_others_return) {
                servekit::batch_io_error);
 }
 
-} // namespace
+} // namespace batch_test

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace execute_ergonomics_test {
 
 using servekit::data_type;
 
@@ -92,4 +92,4 @@ TEST(execute_ergonomics, an_unknown_input_is_refused_with_the_inputs_the_model_h
             "unexpected inference input 'x' for model 'double' (the model's inputs: X, FAIL)");
 }
 
-} // namespace
+} // namespace execute_ergonomics_test

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace response_cache_test {
 
 using servekit::cache_key;
 using servekit::data_type;
@@ -356,4 +356,4 @@ void hammer(std::size_t shards) {
 TEST(ResponseCache, ConcurrentHitsAndMissesKeepValuesAndBound) { hammer(1); }
 TEST(ResponseCache, ConcurrentHitsAndMissesSharded) { hammer(4); }
 
-} // namespace
+} // namespace response_cache_test

@@ -19,7 +19,7 @@ endif()
 
 # Which folders each folder may include, besides itself. Lower layers first.
 set(_layers core backend queue metrics state schedule cache runtime config ensemble repository http
-            cuda libtorch)
+            cuda onnx libtorch)
 set(_allow_core "")
 set(_allow_backend core)
 set(_allow_queue core)
@@ -33,6 +33,7 @@ set(_allow_ensemble ${_allow_runtime} runtime)
 set(_allow_repository ${_allow_runtime} runtime config ensemble)
 set(_allow_http ${_allow_repository} repository)
 set(_allow_cuda core backend schedule state)
+set(_allow_onnx ${_allow_runtime} runtime)
 set(_allow_libtorch core backend)
 
 # The engine (servekit::servekit) needs only the standard library and header-only Boost; what the

@@ -1,4 +1,5 @@
 #include <servekit/config/model_config_json.hpp>
+#include <servekit/config/model_config_pbtxt.hpp>
 
 #include <gtest/gtest.h>
 
@@ -8,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace {
+namespace model_config_json_test {
 
 using servekit::config_error;
 using servekit::config_error_code;
@@ -227,6 +228,17 @@ TEST(model_config_json, loads_from_parsed_json_and_from_std_string) {
   const std::string text = j.dump();
   EXPECT_EQ(load_model_config(j), load_model_config(text));
   EXPECT_EQ(load_model_config(j).name, "m");
+}
+
+TEST(model_config_json, default_model_filename_is_read_and_written) {
+  const auto o = load_model_config(R"({"name": "m", "default_model_filename": "net.onnx"})");
+  EXPECT_EQ(o.default_model_filename, "net.onnx");
+  EXPECT_EQ(save_model_config(o).at("default_model_filename"), "net.onnx");
+  EXPECT_FALSE(
+      save_model_config(load_model_config(R"({"name": "m"})")).contains("default_model_filename"));
+  EXPECT_EQ(servekit::load_model_config_pbtxt("default_model_filename: \"model.pt\"")
+                .default_model_filename,
+            "model.pt");
 }
 
 TEST(model_config_json, dynamic_batching_without_max_batch_size_leaves_the_bound_to_the_model) {
@@ -479,13 +491,11 @@ TEST(model_config_json, round_trips_an_ensemble_using_every_field) {
 TEST(model_config_json, unknown_top_level_field_is_named_with_the_known_ones) {
   EXPECT_TRUE(fails_with(R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
                          "unknown field 'max_batch'"));
-  EXPECT_TRUE(fails_with(
-      R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
-      "known: name, version, backend, platform, default_model_filename, max_batch_size, input, "
-      "output, "
-      "dynamic_batching, sequence_batching, ensemble_scheduling, "
-      "instance_group, model_transaction_policy, response_cache, "
-      "model_warmup, version_policy, parameters)"));
+  EXPECT_TRUE(fails_with(R"({"max_batch": 8})", config_error_code::unknown_field, "/max_batch",
+                         "known: name, version, backend, platform, max_batch_size, input, output, "
+                         "dynamic_batching, sequence_batching, ensemble_scheduling, "
+                         "instance_group, model_transaction_policy, response_cache, "
+                         "model_warmup, version_policy, parameters, default_model_filename)"));
 }
 
 TEST(model_config_json, unknown_nested_field_points_into_its_message) {
@@ -857,4 +867,4 @@ TEST(model_config_json, round_trips_tritons_example_through_save) {
   EXPECT_EQ(load_model_config(saved), loaded);
 }
 
-} // namespace
+} // namespace model_config_json_test

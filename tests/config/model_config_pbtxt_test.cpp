@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace model_config_pbtxt_test {
 
 using servekit::config_error;
 using servekit::config_error_code;
@@ -351,4 +351,4 @@ parameters [ { key: "k" value { string_value: "v" } } ]
   EXPECT_NE(again.find("data_type: TYPE_INT64"), std::string::npos) << again;
 }
 
-} // namespace
+} // namespace model_config_pbtxt_test

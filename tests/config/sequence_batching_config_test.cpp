@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace sequence_batching_config_test {
 
 using servekit::config_error;
 using servekit::config_error_code;
@@ -438,4 +438,4 @@ TEST(sequence_batching_config, without_max_batch_size_the_bound_is_left_to_the_m
                          "must be <= max batch size (0)"));
 }
 
-} // namespace
+} // namespace sequence_batching_config_test

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace {
+namespace serving_fields_config_test {
 
 using servekit::config_error;
 using servekit::config_error_code;
@@ -377,4 +377,4 @@ TEST(serving_fields_config, save_writes_tritons_spelling) {
             nlohmann::json::parse(R"({"latest": {"num_versions": 1}})"));
 }
 
-} // namespace
+} // namespace serving_fields_config_test

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace block_pool_test {
 
 using servekit::detail::block_pool;
 
@@ -93,4 +93,4 @@ TEST(block_pool, concurrent_allocate_and_release_keep_blocks_distinct) {
   }
 }
 
-} // namespace
+} // namespace block_pool_test

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace buffer_test {
 
 TEST(buffer, moving_keeps_the_bytes_where_they_are) {
   auto b = servekit::buffer::allocate(16);
@@ -78,4 +78,4 @@ TEST(bytes, truncated_data_is_malformed) {
   EXPECT_EQ(servekit::count_bytes_elements(b.bytes()), 1U);
 }
 
-} // namespace
+} // namespace buffer_test

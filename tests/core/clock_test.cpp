@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace {
+namespace clock_test {
 
 using servekit::deadline_after;
 using servekit::duration;
@@ -34,4 +34,4 @@ TEST(Clock, DeadlineAfterIsNeverWhenPastTheRange) {
   EXPECT_GT(deadline_after(start, 1'000'000'000'000ULL), start);     // 11.6 days: representable
 }
 
-} // namespace
+} // namespace clock_test

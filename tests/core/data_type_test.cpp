@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace {
+namespace data_type_test {
 
 using servekit::data_type;
 
@@ -44,4 +44,4 @@ TEST(data_type, unknown_names_do_not_parse) {
 
 static_assert(servekit::parse_data_type("TYPE_INT8") == data_type::int8);
 
-} // namespace
+} // namespace data_type_test

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace {
+namespace parameters_test {
 
 using servekit::parameter_list;
 using servekit::parameter_value;
@@ -183,4 +183,4 @@ TEST(parameter_list, travels_with_a_moved_request_and_response) {
   EXPECT_EQ(moved_out.parameters.get<int>("generated"), 3);
 }
 
-} // namespace
+} // namespace parameters_test

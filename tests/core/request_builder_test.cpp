@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace request_builder_test {
 
 using servekit::data_type;
 using servekit::data_type_of_v;
@@ -232,4 +232,4 @@ TEST(request_builder, build_hands_the_request_over_and_leaves_the_builder_empty)
   EXPECT_TRUE(second.parameters.empty());
 }
 
-} // namespace
+} // namespace request_builder_test

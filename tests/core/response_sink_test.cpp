@@ -5,7 +5,7 @@
 #include <array>
 #include <memory>
 
-namespace {
+namespace response_sink_test {
 
 TEST(response_sink, calls_the_callable_with_the_response) {
   std::string seen;
@@ -57,4 +57,4 @@ TEST(response_sink_death, sending_after_the_final_response_asserts) {
   EXPECT_DEATH(sink.complete(servekit::response{}), "after the final response");
 }
 
-} // namespace
+} // namespace response_sink_test

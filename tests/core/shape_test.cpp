@@ -4,7 +4,7 @@
 
 #include <array>
 
-namespace {
+namespace shape_test {
 
 using servekit::shape;
 
@@ -38,4 +38,4 @@ TEST(shape, from_refuses_ranks_above_the_limit) {
 
 TEST(shape, prints_like_triton) { EXPECT_EQ(servekit::to_string(shape{-1, 16}), "[-1,16]"); }
 
-} // namespace
+} // namespace shape_test

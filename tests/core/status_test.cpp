@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace {
+namespace status_test {
 
 TEST(status, default_is_ok_with_empty_message) {
   const servekit::status s;
@@ -29,4 +29,4 @@ TEST(status, codes_print_with_tritons_names) {
   EXPECT_EQ(servekit::to_string(servekit::status_code::cancelled), "CANCELLED");
 }
 
-} // namespace
+} // namespace status_test

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace buffer_pool_policy_test {
 
 using servekit::buffer;
 using servekit::cuda::buffer_pool;
@@ -189,4 +189,4 @@ TEST(buffer_pool_death, destroying_a_pool_with_live_buffers_asserts) {
       "buffer_pool destroyed while its buffers live");
 }
 
-} // namespace
+} // namespace buffer_pool_policy_test

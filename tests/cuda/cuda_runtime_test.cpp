@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace cuda_runtime_test {
 
 namespace sk = servekit;
 namespace skc = servekit::cuda;
@@ -441,4 +441,4 @@ TEST_F(gpu_graph_cache, padded_sizes_share_a_graph) {
   EXPECT_EQ(cache.replays(), 4U);
 }
 
-} // namespace
+} // namespace cuda_runtime_test

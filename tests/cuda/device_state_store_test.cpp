@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace device_state_store_test {
 
 namespace sk = servekit;
 namespace skc = servekit::cuda;
@@ -437,4 +437,4 @@ TEST_F(device_state_store_gpu, a_state_the_backend_took_away_is_lost_until_the_s
   EXPECT_EQ(step(store, 0, true, 0, true), (std::vector<std::int32_t>{0}));
 }
 
-} // namespace
+} // namespace device_state_store_test

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace graph_batch_sizes_policy_test {
 
 using servekit::cuda::graph_batch_sizes;
 using choice = graph_batch_sizes::choice;
@@ -61,4 +61,4 @@ TEST(graph_batch_sizes, a_size_below_one_is_a_config_error_naming_it) {
   EXPECT_THROW(graph_batch_sizes({-3}, true), servekit::config_error);
 }
 
-} // namespace
+} // namespace graph_batch_sizes_policy_test

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace optimization_profile_policy_test {
 
 namespace sk = servekit;
 namespace skc = servekit::cuda;
@@ -262,4 +262,4 @@ TEST_F(batch_input_shape, feeds_the_selector) {
   EXPECT_EQ(index, 1U);
 }
 
-} // namespace
+} // namespace optimization_profile_policy_test

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace decoupled_ensemble_test {
 
 using namespace ensemble_tests;
 using namespace std::chrono_literals;
@@ -409,4 +409,4 @@ TEST_F(Decoupled, ANonDecoupledEnsembleStillAnswersOnce) {
   EXPECT_EQ(first_value(c.responses[0], "R"), 20.0F);
 }
 
-} // namespace
+} // namespace decoupled_ensemble_test

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace ensemble_graph_test {
 
 using servekit::batch_dim;
 using servekit::config_error;
@@ -823,4 +823,4 @@ TEST(EnsembleLoadChecks, PlanDerivesTheEnsembleDeclarationsFromItsSteps) {
   EXPECT_EQ(plan.output_configs[0], config("CLASSIFICATION", data_type::fp32, {4}));
 }
 
-} // namespace
+} // namespace ensemble_graph_test

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace ensemble_test {
 
 using namespace ensemble_tests;
 using namespace std::chrono_literals;
@@ -693,4 +693,4 @@ TEST_F(Pipeline, EveryAcceptedRequestGetsExactlyOneResponseUnderConcurrentFailur
   EXPECT_EQ(s.pending_request_count, 0U);
 }
 
-} // namespace
+} // namespace ensemble_test

@@ -15,7 +15,7 @@
 #include <atomic>
 #include <string>
 
-namespace {
+namespace runtime_ensemble_test {
 
 using namespace ensemble_tests;
 using servekit::config_error;
@@ -278,4 +278,4 @@ TEST_F(Configured, ACycleIsFoundAtLoad) {
   }
 }
 
-} // namespace
+} // namespace runtime_ensemble_test

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace generate_codec_test {
 
 using json = nlohmann::json;
 using servekit::data_type;
@@ -295,4 +295,4 @@ TEST(GenerateCodec, ResponseIsFlat) {
   EXPECT_EQ(servekit::http::sse_event(R"({"a":1})"), "data: {\"a\":1}\n\n");
 }
 
-} // namespace
+} // namespace generate_codec_test

@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace generate_e2e_test {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -486,4 +486,4 @@ TEST(GenerateStream, ExitTimeoutEndsAStreamTheBackendNeverEnds) {
   held().senders.clear();
 }
 
-} // namespace
+} // namespace generate_e2e_test

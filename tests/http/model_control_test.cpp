@@ -26,7 +26,7 @@
 
 #include <unistd.h>
 
-namespace {
+namespace model_control_test {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -352,4 +352,4 @@ TEST(ModelControl, RepositoryBodiesAreBoundedAndChecked) {
   EXPECT_EQ(c.get("/v2/models/add_sub/ready").status, 200U);
 }
 
-} // namespace
+} // namespace model_control_test

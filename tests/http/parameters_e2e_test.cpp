@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace parameters_e2e_test {
 
 using json = nlohmann::json;
 using servekit::data_type;
@@ -239,4 +239,4 @@ TEST(RequestParameters, AFinalResponseWithOnlyParametersIsSent) {
                                                    "finish_reason": "length", "tokens": 0})"));
 }
 
-} // namespace
+} // namespace parameters_e2e_test

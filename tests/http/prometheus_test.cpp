@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace prometheus_test {
 
 using servekit::batch_close_reason;
 using servekit::failure_reason;
@@ -493,4 +493,4 @@ TEST(prometheus_writer, reports_triton_count_examples_from_live_statistics) {
             std::string::npos);
 }
 
-} // namespace
+} // namespace prometheus_test

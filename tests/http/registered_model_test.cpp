@@ -18,7 +18,7 @@
 #include <thread>
 #include <utility>
 
-namespace {
+namespace registered_model_test {
 
 using json = nlohmann::json;
 using servekit::in;
@@ -181,4 +181,4 @@ TEST(RegisteredModel, UnloadAndLoadThroughTheRepositoryApi) {
   EXPECT_EQ(c.post("/v2/models/compiled/infer", infer_body).status, 200U);
 }
 
-} // namespace
+} // namespace registered_model_test

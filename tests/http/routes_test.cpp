@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace {
+namespace routes_test {
 
 using servekit::http::endpoint;
 using servekit::http::method;
@@ -190,4 +190,4 @@ TEST(Routes, PercentDecode) {
   EXPECT_FALSE(servekit::http::percent_decode("%%41", out));
 }
 
-} // namespace
+} // namespace routes_test

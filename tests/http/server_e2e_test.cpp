@@ -38,7 +38,7 @@
 
 #include <unistd.h>
 
-namespace {
+namespace server_e2e_test {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -1272,4 +1272,4 @@ TEST(ServerE2E, ManyConcurrentConnections) {
   }
 }
 
-} // namespace
+} // namespace server_e2e_test

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace shutdown_test {
 
 using json = nlohmann::json;
 using test_http::reply;
@@ -217,4 +217,4 @@ TEST(Shutdown, PastTheExitTimeoutEveryQueuedRequestStreamAndSequenceIsAnsweredAn
   EXPECT_TRUE(servekit::shutdown_models(repository, servekit::shutdown_mode::abort, 10s));
 }
 
-} // namespace
+} // namespace shutdown_test

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace statistics_json_test {
 
 using nlohmann::json;
 using servekit::batch_close_reason;
@@ -148,4 +148,4 @@ TEST(statistics_json, dumps_and_parses_back) {
   EXPECT_EQ(back.at("name"), "we\"ird");
 }
 
-} // namespace
+} // namespace statistics_json_test

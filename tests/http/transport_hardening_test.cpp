@@ -44,7 +44,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-namespace {
+namespace transport_hardening_test {
 
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
@@ -505,4 +505,4 @@ TEST(TransportHardening, LargeResponsesHonourAcceptEncoding) {
   EXPECT_TRUE(small.header("content-encoding").empty());
 }
 
-} // namespace
+} // namespace transport_hardening_test

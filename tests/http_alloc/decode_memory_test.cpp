@@ -15,7 +15,7 @@
 
 namespace alloc_count = failing_new;
 
-namespace {
+namespace decode_memory_test {
 
 using servekit::http::decode_infer_request;
 using servekit::http::decoded_infer_request;
@@ -59,4 +59,4 @@ TEST(KserveDecode, MemoryIsASmallFactorOfTheBody) {
   EXPECT_LT(alloc_count::peak.load() - before, 64 * 1024);
 }
 
-} // namespace
+} // namespace decode_memory_test

@@ -44,7 +44,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-namespace {
+namespace fault_injection_test {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -401,4 +401,4 @@ TEST(AllocationFailure, ABurstOfFailuresEndsAndTheServerRecovers) {
   }
 }
 
-} // namespace
+} // namespace fault_injection_test

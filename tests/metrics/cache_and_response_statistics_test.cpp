@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace cache_and_response_statistics_test {
 
 using servekit::model_statistics;
 using servekit::response_outcome;
@@ -137,4 +137,4 @@ TEST(rate_limiter_and_warmup_statistics, appear_in_the_snapshot_json_and_prometh
       std::string::npos);
 }
 
-} // namespace
+} // namespace cache_and_response_statistics_test

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace statistics_test {
 
 using servekit::batch_close_reason;
 using servekit::duration_stat;
@@ -210,4 +210,4 @@ TEST(failure_reason, names_match_triton_reason_labels) {
   EXPECT_EQ(to_string(failure_reason::other), "OTHER");
 }
 
-} // namespace
+} // namespace statistics_test

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace intake_test {
 
 servekit::pending_ptr pending(std::uint64_t ticket) {
   servekit::request r;
@@ -213,4 +213,4 @@ TEST(intake, after_the_pushes_finish_draining_while_maybe_nonempty_gets_every_re
   EXPECT_EQ(in.pop(), nullptr);
 }
 
-} // namespace
+} // namespace intake_test

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace request_queue_test {
 
 using servekit::timeout_action;
 
@@ -458,8 +458,6 @@ TEST_F(request_queue, destroying_the_queue_frees_requests_still_in_it) {
   EXPECT_EQ(alive.use_count(), 1);
 }
 
-} // namespace
-
 // ------------------------------------------------------------------- sparse priority levels
 
 // Triton accepts any uint64 priority_levels and keeps only the levels in use; a queue with
@@ -511,3 +509,5 @@ TEST_F(request_queue, sparse_levels_keep_delay_timeouts_and_cancellation_per_lev
   EXPECT_EQ(q.levels_in_use(), 2U);
   EXPECT_EQ(walk(q), (Strings{"c", "b", "a"}));
 }
+
+} // namespace request_queue_test

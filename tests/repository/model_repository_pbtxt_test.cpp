@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-namespace {
+namespace model_repository_pbtxt_test {
 
 using namespace repository_tests;
 using servekit::model_ready_state;
@@ -116,4 +116,4 @@ TEST_F(RepositoryPbtxt, ErrorsNameTheFileLineAndColumn) {
             "model 'missing_version' has no version folder 'missing_version/7'");
 }
 
-} // namespace
+} // namespace model_repository_pbtxt_test

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace model_repository_test {
 
 using namespace repository_tests;
 using servekit::model_ready_state;
@@ -689,4 +689,4 @@ TEST_F(Repository, CustomFactory) {
   EXPECT_NE(repo.find("add"), nullptr);
 }
 
-} // namespace
+} // namespace model_repository_test

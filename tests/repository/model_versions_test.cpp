@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace model_versions_test {
 
 using namespace repository_tests;
 using servekit::model_ready_state;
@@ -483,4 +483,4 @@ TEST_F(Versions, EnsembleStepsPickAVersion) {
   EXPECT_EQ(repo.find("latest")->composing_models()[0], repo.find("preprocess", 2));
 }
 
-} // namespace
+} // namespace model_versions_test

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace registered_models_test {
 
 using namespace repository_tests;
 using ensemble_tests::first_value;
@@ -351,4 +351,4 @@ TEST_F(Registered, ARepositoryWithoutBackendsOrFolders) {
       << row->reason;
 }
 
-} // namespace
+} // namespace registered_models_test

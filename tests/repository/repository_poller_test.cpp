@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace repository_poller_test {
 
 using namespace repository_tests;
 using servekit::model_ready_state;
@@ -132,4 +132,4 @@ TEST(RepositoryPoll, StartAndStopPromptly) {
   never.stop();
 }
 
-} // namespace
+} // namespace repository_poller_test

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace {
+namespace control_tensors_test {
 
 using servekit::control_kind;
 using servekit::data_type;
@@ -82,4 +82,4 @@ TEST(control_tensors, string_corrid_is_one_bytes_element) {
   }
 }
 
-} // namespace
+} // namespace control_tensors_test

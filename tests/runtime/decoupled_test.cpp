@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace decoupled_test {
 
 using namespace std::chrono_literals;
 using servekit::data_type;
@@ -563,4 +563,4 @@ TEST(DecoupledDeadlines, ExpiresOnlyWhatIsDueInDeadlineOrder) {
   EXPECT_TRUE(d.empty());
 }
 
-} // namespace
+} // namespace decoupled_test

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace gpu_placement_test {
 
 using servekit::config_error;
 using servekit::data_type;
@@ -286,4 +286,4 @@ TEST(sequence_state_placement, each_slot_is_where_its_instance_runs) {
   EXPECT_EQ(recorded_slots, expected);
 }
 
-} // namespace
+} // namespace gpu_placement_test

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace lifecycle_test {
 
 using servekit::data_type;
 
@@ -213,4 +213,4 @@ TEST_F(lifecycle_test, instances_of_a_model_share_one_model_state) {
   EXPECT_EQ(model_state_only_backend::seen[0], model_state_only_backend::seen[1]);
 }
 
-} // namespace
+} // namespace lifecycle_test

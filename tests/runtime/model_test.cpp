@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace model_test {
 
 using namespace std::chrono_literals;
 using servekit::data_type;
@@ -421,4 +421,4 @@ TEST_F(model_test, default_scheduler_runs_each_request_alone) {
   EXPECT_EQ(c.order(), (std::vector<std::string>{"0", "1", "2"}));
 }
 
-} // namespace
+} // namespace model_test

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace ordered_completion_test {
 
 struct finished {
   servekit::batch_plan plan;
@@ -37,4 +37,4 @@ TEST(ordered_completion, a_later_batch_waits_for_every_earlier_one) {
   EXPECT_EQ(delivered, (std::vector<std::string>{"0", "1", "2"}));
 }
 
-} // namespace
+} // namespace ordered_completion_test

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace rate_limited_model_test {
 
 using servekit::data_type;
 
@@ -156,4 +156,4 @@ TEST(rate_limited_model, unloading_a_model_leaves_the_other_serving) {
   EXPECT_TRUE(small.infer(make_request("y")).get().ok());
 }
 
-} // namespace
+} // namespace rate_limited_model_test

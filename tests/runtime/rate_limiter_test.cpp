@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace rate_limiter_test {
 
 using servekit::instance_group_kind;
 using servekit::instance_group_options;
@@ -189,4 +189,4 @@ TEST(instance_rate_limits, a_model_destroyed_while_another_serves_leaves_the_oth
   limits_small.release(1);
 }
 
-} // namespace
+} // namespace rate_limiter_test

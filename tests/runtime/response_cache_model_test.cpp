@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace response_cache_model_test {
 
 using servekit::data_type;
 using servekit::shape;
@@ -293,4 +293,4 @@ TEST_F(response_cache_model_test, ConcurrentClientsGetCorrectAnswers) {
   EXPECT_EQ(cache->counters().entries, 10U);
 }
 
-} // namespace
+} // namespace response_cache_model_test

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace sequence_model_test {
 
 using namespace std::chrono_literals;
 using servekit::data_type;
@@ -553,4 +553,4 @@ TEST(sequence_model_config, initial_state_is_read_from_the_model_directory) {
   seen = nullptr;
 }
 
-} // namespace
+} // namespace sequence_model_test

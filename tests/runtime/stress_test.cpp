@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace stress_test {
 
 using servekit::data_type;
 using servekit::shape;
@@ -164,4 +164,4 @@ TEST(stress, exactly_once_with_draining_shutdown) { run_stress(servekit::shutdow
 
 TEST(stress, exactly_once_with_cancelling_shutdown) { run_stress(servekit::shutdown_mode::cancel); }
 
-} // namespace
+} // namespace stress_test

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-namespace {
+namespace submit_answering_test {
 
 using servekit::data_type;
 
@@ -83,4 +83,4 @@ TEST(SubmitAnsweringRefusals, ARefusedRequestIsAnsweredThroughTheCallbackToo) {
   EXPECT_EQ(o->calls.load(), 1);
 }
 
-} // namespace
+} // namespace submit_answering_test

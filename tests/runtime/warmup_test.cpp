@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace warmup_test {
 
 using servekit::data_type;
 using servekit::warmup_data_kind;
@@ -285,4 +285,4 @@ TEST_F(warmup_test, warmup_executions_are_recorded_in_statistics) {
   EXPECT_EQ(stats.snapshot().success.count, 0U); // warmup is not inference
 }
 
-} // namespace
+} // namespace warmup_test

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace batch_rule_test {
 
 using namespace std::chrono_literals;
 
@@ -71,4 +71,4 @@ TEST_F(batch_rule_test, a_request_the_rule_declines_even_alone_runs_alone_instea
   EXPECT_EQ(sim.batches()[1].request_ids, (std::vector<std::string>{"small"}));
 }
 
-} // namespace
+} // namespace batch_rule_test

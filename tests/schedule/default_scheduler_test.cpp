@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace default_scheduler_test {
 
 using servekit::batch_close_reason;
 
@@ -224,4 +224,4 @@ TEST(default_scheduler, cancel_removes_a_queued_request_and_leaves_a_running_one
   EXPECT_EQ(stats.success.count + stats.fail.count, 3u);
 }
 
-} // namespace
+} // namespace default_scheduler_test

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace dynamic_batcher_test {
 
 using namespace std::chrono_literals;
 using servekit::batch_close_reason;
@@ -961,4 +961,4 @@ TEST(dynamic_batcher, saturating_load_runs_full_batches_at_99_percent_of_capacit
             static_cast<std::uint64_t>(count / 32 - 5));
 }
 
-} // namespace
+} // namespace dynamic_batcher_test

@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace sequence_batcher_test {
 
 using servekit::batch_close_reason;
 using servekit::sequence_end_reason;
@@ -925,4 +925,4 @@ TEST(sequence_batcher_direct, cancelling_a_slot_bound_sequence_releases_its_slot
   EXPECT_EQ(r.ended(), (ends_t{{0, 100, "1", 0, sequence_end_reason::cancelled}}));
 }
 
-} // namespace
+} // namespace sequence_batcher_test

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace sequence_batching_options_test {
 
 using servekit::config_error;
 using servekit::config_error_code;
@@ -427,4 +427,4 @@ TEST(sequence_batching_options, initial_state_sets_exactly_one_source) {
                          "sets both 'zero_data' and 'data_file'"));
 }
 
-} // namespace
+} // namespace sequence_batching_options_test

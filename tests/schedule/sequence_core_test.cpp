@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace {
+namespace sequence_core_test {
 
 servekit::pending_ptr request(std::uint64_t id, bool start, bool end = false) {
   servekit::request r;
@@ -76,4 +76,4 @@ TEST(direct_sequence_core, a_promotion_for_another_instance_is_reported) {
   EXPECT_EQ(other.ended[0].reason, servekit::sequence_end_reason::shutdown);
 }
 
-} // namespace
+} // namespace sequence_core_test

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace host_state_store_test {
 
 namespace sk = servekit;
 using state_test::file_state;
@@ -573,4 +573,4 @@ TEST(host_state_store_death, binding_twice_without_update_aborts) {
   EXPECT_DEATH((void)store.bind(0, false, r), "bind twice without update");
 }
 
-} // namespace
+} // namespace host_state_store_test

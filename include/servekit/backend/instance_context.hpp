@@ -44,8 +44,7 @@ struct model_context {
   std::span<const tensor_config> outputs;
   const parameter_map* parameters = nullptr;
   std::string_view directory; ///< the model's folder in a repository ("" outside one)
-  /// The model file in a version folder the config names (Triton's `default_model_filename`);
-  /// empty: the backend's own default.
+  /// The config's `default_model_filename` ("" when it sets none: the backend's own default).
   std::string_view default_model_filename;
   /// Under the sequence batcher, the tensors it adds to every request besides `inputs`: one per
   /// control input (dims [1], one value per request), then each implicit state's input; and

@@ -13,6 +13,7 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/fixed_string.hpp>
 #include <servekit/repository/any_model.hpp>
+#include <servekit/runtime/auto_complete.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
@@ -40,32 +41,6 @@ struct named_backend {
   using state_store_type = Store;
 };
 
-/// The backend Triton serves a `platform` with when a config names no `backend` (Triton's
-/// backend documentation: "pytorch_libtorch" is served by backend "pytorch", and so on); empty
-/// for a platform Triton maps to no backend ("ensemble", or one it does not know).
-[[nodiscard]] constexpr std::string_view backend_for_platform(std::string_view platform) noexcept {
-  constexpr std::array<std::array<std::string_view, 2>, 5> platforms{{
-      {"pytorch_libtorch", "pytorch"},
-      {"onnxruntime_onnx", "onnxruntime"},
-      {"tensorrt_plan", "tensorrt"},
-      {"tensorflow_graphdef", "tensorflow"},
-      {"tensorflow_savedmodel", "tensorflow"},
-  }};
-  for (const auto& [from, to] : platforms) {
-    if (from == platform) {
-      return to;
-    }
-  }
-  return {};
-}
-
-/// The name of the backend a config asks for: its `backend`, else the one Triton serves its
-/// `platform` with (backend_for_platform).
-[[nodiscard]] constexpr std::string_view backend_name(const model_options& config) noexcept {
-  return config.backend.empty() ? backend_for_platform(config.platform)
-                                : std::string_view{config.backend};
-}
-
 /// The model types a backend is served as, one per scheduler a config can ask for. Instance
 /// counts are run-time options (`instance_group`), so they need no type of their own.
 template <class Backend, class Store = host_state_store>
@@ -87,9 +62,11 @@ struct compositions {
 /// `SERVEKIT_INSTANTIATE_COMPOSITIONS(Backend, Store);` in one .cpp file
 /// (examples/server/backends/*.cpp do this for the bundled backends).
 template <class Backend, class Store = host_state_store>
-[[nodiscard]] any_model make_composition(const model_options& config, const test_hooks& hooks,
+[[nodiscard]] any_model make_composition(const model_options& given, const test_hooks& hooks,
                                          const model_environment& environment) {
   using types = compositions<Backend, Store>;
+  // A backend that reads its model file may add the scheduler too (runtime/auto_complete.hpp).
+  const model_options config = auto_completed<Backend>(given);
   if (config.sequence_batching) {
     if (config.sequence_batching->strategy == sequence_strategy::oldest) {
       return any_model::make<typename types::oldest_sequence_model>(config, hooks, environment);
@@ -109,6 +86,26 @@ template <class Backend, class Store = host_state_store>
   return any_model::make<typename types::default_model>(config, hooks, environment);
 }
 
+/// The backend name a config asks for: its `backend`, or where it names none, the backend its
+/// Triton `platform` implies. Triton's names for the file formats servekit serves under names
+/// of its own are translated: platform `onnxruntime_onnx` and backend `onnxruntime` ask for
+/// `onnx`; platform `pytorch_libtorch` asks for `pytorch`.
+[[nodiscard]] inline std::string_view requested_backend(const model_options& config) noexcept {
+  if (config.backend == "onnxruntime") {
+    return "onnx";
+  }
+  if (!config.backend.empty()) {
+    return config.backend;
+  }
+  if (config.platform == "onnxruntime_onnx") {
+    return "onnx";
+  }
+  if (config.platform == "pytorch_libtorch") {
+    return "pytorch";
+  }
+  return {};
+}
+
 /// Backends by name (`named_backend<"name", Backend[, Store]>...`), and the factory a model
 /// repository builds its models with.
 template <class... Named>
@@ -118,39 +115,37 @@ struct backend_list {
   /// The names, in the order given.
   static constexpr std::array<std::string_view, sizeof...(Named)> names{Named::name...};
 
-  /// Builds the model `config` describes: the backend named by `config.backend` (or, without
-  /// one, the backend Triton serves `config.platform` with: backend_name), composed with the
-  /// scheduler its `sequence_batching` (direct or oldest) or `dynamic_batching` asks for, else
-  /// the default scheduler, with the instance counts of its `instance_group`. Throws
+  /// This list with `More` after its own (for backends a build may leave out).
+  template <class... More>
+  using with = backend_list<Named..., More...>;
+
+  /// Builds the model `config` describes: the backend `requested_backend(config)` names (its
+  /// `backend`, or the one its Triton `platform` implies), composed with
+  /// the scheduler its `sequence_batching` (direct or oldest) or `dynamic_batching` asks for,
+  /// else the default scheduler, with the instance counts of its `instance_group`. Throws
   /// config_error at "/backend" for an unknown backend (listing the known ones), and whatever the
   /// model's constructor throws (config_error naming the field; a backend constructor's
   /// failure as config_error at "/instance_group").
   [[nodiscard]] static any_model make(const model_options& config, const test_hooks& hooks = {},
                                       const model_environment& environment = {}) {
-    const std::string_view name = backend_name(config);
     any_model out;
+    const std::string_view wanted = requested_backend(config);
     const bool found =
-        ((name == Named::name ? (out = make_composition<typename Named::backend_type,
-                                                        typename Named::state_store_type>(
-                                     config, hooks, environment),
-                                 true)
-                              : false) ||
+        ((wanted == Named::name ? (out = make_composition<typename Named::backend_type,
+                                                          typename Named::state_store_type>(
+                                       config, hooks, environment),
+                                   true)
+                                : false) ||
          ...);
     if (!found) {
-      std::string what;
-      if (!config.backend.empty()) {
-        what = "unknown backend '" + config.backend + "'";
-      } else if (!name.empty()) {
-        what = "platform '" + config.platform + "' is served by backend '" + std::string{name} +
-               "', which this server does not have";
-      } else if (!config.platform.empty()) {
-        what = "model '" + config.name + "' names no backend, and platform '" + config.platform +
-               "' names none either";
-      } else {
-        what = "model '" + config.name + "' names no backend";
-      }
       throw config_error(config_error_code::bad_value, "/backend",
-                         what + "; known backends: " + known_names());
+                         (wanted.empty()
+                              ? "model '" + config.name + "' names no backend" +
+                                    (config.platform.empty()
+                                         ? std::string{}
+                                         : " (platform '" + config.platform + "' implies none)")
+                              : "unknown backend '" + std::string{wanted} + "'") +
+                             "; known backends: " + known_names());
     }
     return out;
   }

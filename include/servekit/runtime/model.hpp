@@ -12,6 +12,7 @@
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
+#include <servekit/runtime/auto_complete.hpp>
 #include <servekit/runtime/config_bounds.hpp>
 #include <servekit/runtime/detail/infer.hpp>
 #include <servekit/runtime/detail/policy_pack.hpp>
@@ -216,7 +217,7 @@ public:
   /// `environment` holds what the model shares with other models (rate limiter, cache).
   explicit model(model_options options = {}, test_hooks hooks = {},
                  model_environment environment = {})
-      : options_{with_placed_instance_groups(std::move(options))},
+      : options_{with_placed_instance_groups(auto_completed<Backend>(std::move(options)))},
         config_{resolve_config<Backend>(options_, detail::scheduler_kind_of<scheduler_policy>(),
                                         hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},

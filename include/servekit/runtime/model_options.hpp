@@ -112,9 +112,6 @@ struct model_options {
   std::int64_t version = 1;
   std::string backend;  ///< informational: which backend serves the model
   std::string platform; ///< informational ("ensemble" for ensembles)
-  /// The model file in a version folder, for backends that load one (Triton's
-  /// `default_model_filename`); empty: the backend's own default (`model.pt` for LibTorch).
-  std::string default_model_filename;
   /// Largest batch; unset: the backend's declared max_batch_size (or 0).
   std::optional<std::int32_t> max_batch_size;
   /// Declared inputs/outputs; empty: the backend's declared ones.
@@ -138,6 +135,9 @@ struct model_options {
   std::optional<version_policy_options> version_policy;
   /// Free-form parameters for the backend.
   parameter_map parameters;
+  /// The model file in each version folder, for backends that read one (Triton's field; empty:
+  /// the backend's default, such as `model.onnx` or `model.pt`).
+  std::string default_model_filename;
   /// The model's folder (in a model repository), where files the config names are read from,
   /// such as `initial_state/<data_file>`. Not part of the JSON config; empty: the working
   /// directory.

@@ -495,7 +495,6 @@ inline constexpr json_field<model_options> model_config_fields[] = {
     {"version", read_model_version, write_always<&model_options::version>},
     member_field<&model_options::backend>("backend"),
     {"platform", read_member<&model_options::platform>, write_platform},
-    member_field<&model_options::default_model_filename>("default_model_filename"),
     {"max_batch_size", read_max_batch_size, write_unless_default<&model_options::max_batch_size>},
     {"input", read_inputs, write_unless_default<&model_options::input>},
     {"output", read_outputs, write_unless_default<&model_options::output>},
@@ -518,6 +517,7 @@ inline constexpr json_field<model_options> model_config_fields[] = {
     {"version_policy", read_with<read_version_policy, &model_options::version_policy>,
      write_unless_default<&model_options::version_policy>},
     {"parameters", read_parameters, write_parameters},
+    member_field<&model_options::default_model_filename>("default_model_filename"),
 };
 
 [[nodiscard]] SERVEKIT_DECL model_options read_model_config(const json& value) {

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +29,26 @@
 #include <vector>
 
 namespace servekit {
+
+namespace detail {
+
+/// `message` with every mention of the repository's folder `root` taken out, so that a file a
+/// backend names (`<root>/m/1/model.onnx`) reads as within the repository (`m/1/model.onnx`):
+/// messages reach clients, who have no business knowing the host's paths.
+[[nodiscard]] inline std::string within_repository(std::string message,
+                                                   const std::filesystem::path& root) {
+  if (root.empty()) {
+    return message;
+  }
+  const std::string prefix = (root / "").string(); // with its trailing separator
+  for (std::size_t at = message.find(prefix); at != std::string::npos;
+       at = message.find(prefix, at)) {
+    message.erase(at, prefix.size());
+  }
+  return message;
+}
+
+} // namespace detail
 
 SERVEKIT_DECL status model_repository::build_versions(const detail::repository_table& table,
                                                       detail::repository_entry& entry,
@@ -62,7 +83,8 @@ SERVEKIT_DECL status model_repository::build_versions(const detail::repository_t
       next[v] = {{name, v, model_ready_state::ready, {}}, std::move(built)};
     } catch (const std::exception& e) {
       // config_error's what() is "<JSON pointer>: <message>"; a backend's is its own text.
-      auto reason = fail(source.shown_config_file() + ": " + e.what());
+      auto reason =
+          fail(source.shown_config_file() + ": " + detail::within_repository(e.what(), root_));
       if (serving) {
         next[v] = {old->second.info, std::move(serving)};
       } else {
