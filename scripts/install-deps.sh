@@ -6,6 +6,8 @@
 # libprotobuf-dev and protobuf-compiler read config.pbtxt (proto/servekit/config/model_config.proto).
 # libopencv-dnn-dev runs ONNX models (servekit::onnx); libonnx-testdata holds ONNX's reference
 # graphs and tensors, which tests/onnx runs.
+# libtorch-dev (LibTorch 1.13, CPU; about 160 packages, 500 MB installed) is the LibTorch backend's
+# (servekit::libtorch, docs/backends.md); without it that backend is left out of the build.
 set -euo pipefail
 
 packages=(
@@ -28,6 +30,7 @@ packages=(
   libsimdjson-dev
   libopencv-dnn-dev
   libonnx-testdata
+  libtorch-dev
 )
 
 missing=()

@@ -21,6 +21,12 @@
 #if defined(SERVEKIT_HAS_ONNX)
 #include <servekit/onnx/onnx_backend.hpp>
 #endif
+// TorchScript models (`platform: "pytorch_libtorch"` or `backend: "pytorch"`), in programs that
+// link servekit::libtorch (which defines SERVEKIT_HAS_LIBTORCH): servekit-server in a build with
+// LibTorch. The HTTP tests link the other backends only, and load no LibTorch.
+#if defined(SERVEKIT_HAS_LIBTORCH)
+#include <servekit/libtorch/backend.hpp>
+#endif
 
 namespace servekit_server {
 
@@ -40,10 +46,17 @@ using builtin_backends = servekit::backend_list<
 #if defined(SERVEKIT_HAS_ONNX)
 // ONNX models (`backend: "onnx"`, or Triton's `platform: "onnxruntime_onnx"`) through OpenCV's
 // DNN module, in builds that found it (servekit::onnx).
-using bundled_backends =
+using file_backends =
     builtin_backends::with<servekit::named_backend<"onnx", servekit::onnx::backend>>;
 #else
-using bundled_backends = builtin_backends;
+using file_backends = builtin_backends;
+#endif
+
+#if defined(SERVEKIT_HAS_LIBTORCH)
+using bundled_backends =
+    file_backends::with<servekit::named_backend<"pytorch", servekit::libtorch::backend>>;
+#else
+using bundled_backends = file_backends;
 #endif
 
 } // namespace servekit_server
@@ -63,4 +76,7 @@ SERVEKIT_EXTERN_COMPOSITIONS(cuda_examples::gpu_accumulate_backend,
                              cuda_examples::gpu_accumulate_state_store);
 #if defined(SERVEKIT_HAS_ONNX)
 SERVEKIT_EXTERN_COMPOSITIONS(servekit::onnx::backend, servekit::host_state_store);
+#endif
+#if defined(SERVEKIT_HAS_LIBTORCH)
+SERVEKIT_EXTERN_COMPOSITIONS(servekit::libtorch::backend, servekit::host_state_store);
 #endif

@@ -19,7 +19,7 @@ endif()
 
 # Which folders each folder may include, besides itself. Lower layers first.
 set(_layers core backend queue metrics state schedule cache runtime config ensemble repository http
-            cuda onnx)
+            cuda onnx libtorch)
 set(_allow_core "")
 set(_allow_backend core)
 set(_allow_queue core)
@@ -34,10 +34,11 @@ set(_allow_repository ${_allow_runtime} runtime config ensemble)
 set(_allow_http ${_allow_repository} repository)
 set(_allow_cuda core backend schedule state)
 set(_allow_onnx ${_allow_runtime} runtime)
+set(_allow_libtorch core backend)
 
 # The engine (servekit::servekit) needs only the standard library and header-only Boost; what the
 # server tier uses (nlohmann-json, fmt, Boost.Beast and Asio, zlib) stays above it.
-set(_engine_layers core backend queue metrics state schedule cache runtime ensemble cuda)
+set(_engine_layers core backend queue metrics state schedule cache runtime ensemble cuda libtorch)
 set(_server_only_includes "nlohmann/" "fmt/" "boost/beast" "boost/asio" "zlib.h")
 
 # Shown paths start at the include dir's own name ("include/servekit/...").

@@ -86,6 +86,20 @@ parameters { key: "addend" value: { string_value: "3" } }
   EXPECT_EQ(options, load_model_config(model_config_text{save_model_config_pbtxt(options)}.json()));
 }
 
+// Triton's `default_model_filename` (the model file in each version folder) reaches the options
+// from either form, and is written back.
+TEST(ModelConfigPbtxt, ReadsAndWritesDefaultModelFilename) {
+  const auto options = load_model_config_pbtxt(
+      "platform: \"pytorch_libtorch\"\ndefault_model_filename: \"traced.pt\"\n");
+  EXPECT_EQ(options.platform, "pytorch_libtorch");
+  EXPECT_EQ(options.default_model_filename, "traced.pt");
+  EXPECT_EQ(load_model_config_pbtxt(save_model_config_pbtxt(options)), options);
+  EXPECT_EQ(save_model_config(options).at("default_model_filename"), "traced.pt");
+  EXPECT_EQ(load_model_config(R"({"default_model_filename": "net.pt"})").default_model_filename,
+            "net.pt");
+  EXPECT_FALSE(save_model_config(servekit::model_options{}).contains("default_model_filename"));
+}
+
 // Field presence: `max_batch_size: 0` turns batching off even for a backend that declares a
 // batch size, which leaving it out does not.
 TEST(ModelConfigPbtxt, MaxBatchSizeZeroIsKeptApartFromAbsent) {

@@ -151,6 +151,31 @@ TEST_F(BackendList, MissingBackendIsAnError) {
   EXPECT_NE(std::string{e.what()}.find("names no backend"), std::string::npos) << e.what();
 }
 
+// Triton serves a config without `backend` by its platform's backend: a Triton repository's
+// `platform: "pytorch_libtorch"` finds the backend registered as "pytorch".
+TEST_F(BackendList, APlatformWithoutABackendPicksTritonsBackendForIt) {
+  using by_platform = servekit::backend_list<named_backend<"pytorch", add_backend>>;
+  auto m = by_platform::make(config(R"({"platform": "pytorch_libtorch", "max_batch_size": 8})"));
+  auto f = infer(m.ref(), add_request(1.0F));
+  const auto r = get(f);
+  ASSERT_TRUE(r.ok()) << r.status.message();
+  EXPECT_EQ(r.find_output("OUT")->values<float>()[0], 2.0F);
+  // `backend` wins over `platform`, as in Triton.
+  const auto e = make_error(R"({"backend": "nope", "platform": "pytorch_libtorch"})");
+  EXPECT_NE(std::string{e.what()}.find("unknown backend 'nope'"), std::string::npos) << e.what();
+}
+
+TEST_F(BackendList, APlatformWhoseBackendIsMissingSaysWhichBackendItNeeds) {
+  const auto e = make_error(R"({"platform": "onnxruntime_onnx"})");
+  EXPECT_EQ(e.path(), "/backend");
+  EXPECT_NE(std::string{e.what()}.find("unknown backend 'onnx'"), std::string::npos) << e.what();
+  const auto unknown = make_error(R"({"platform": "caffe2_netdef"})");
+  EXPECT_NE(std::string{unknown.what()}.find("names no backend (platform 'caffe2_netdef' implies "
+                                             "none)"),
+            std::string::npos)
+      << unknown.what();
+}
+
 TEST_F(BackendList, BatchingOnANonBatchingBackendNamesTheField) {
   const auto e = make_error(R"({"backend": "unbatched", "dynamic_batching": {}})");
   EXPECT_EQ(e.path(), "/dynamic_batching");

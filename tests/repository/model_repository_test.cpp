@@ -264,6 +264,19 @@ TEST_F(Repository, FailingBackendIsUnavailableWithItsMessage) {
   EXPECT_TRUE(contains(entry->reason, "no device for this backend")) << entry->reason;
 }
 
+// A name past the small-string buffer: g++ 12 once destroyed the failing version's index row
+// twice (a double free) when the backend threw while the row was being built.
+TEST_F(Repository, AFailingBackendWithALongModelNameIsUnavailable) {
+  const std::string name = "a_model_name_longer_than_the_small_string_buffer";
+  dir.write(name, R"({"backend": "failing"})");
+  servekit::model_repository repo{dir.root(), backends{}};
+  (void)repo.load_all();
+  const auto entry = repo.status_of(name);
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->state, model_ready_state::unavailable);
+  EXPECT_TRUE(contains(entry->reason, "no device for this backend")) << entry->reason;
+}
+
 TEST_F(Repository, LatestVersionFolderIsServed) {
   dir.write("versioned", add_config);
   dir.add_folder("versioned", "1");

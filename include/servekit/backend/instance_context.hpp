@@ -46,6 +46,12 @@ struct model_context {
   std::string_view directory; ///< the model's folder in a repository ("" outside one)
   /// The config's `default_model_filename` ("" when it sets none: the backend's own default).
   std::string_view default_model_filename;
+  /// Under the sequence batcher, the tensors it adds to every request besides `inputs`: one per
+  /// control input (dims [1], one value per request), then each implicit state's input; and
+  /// each implicit state's output, which the backend returns besides `outputs`. Empty
+  /// otherwise. A backend that maps a model file's arguments onto tensors needs them all.
+  std::span<const tensor_config> sequence_inputs;
+  std::span<const tensor_config> state_outputs;
 
   /// A model parameter's string value, if the config sets it.
   [[nodiscard]] std::optional<std::string_view> parameter(std::string_view key) const {

@@ -57,6 +57,21 @@ struct sequence_control {
   std::vector<bool> bool_false_true;
   servekit::data_type data_type = data_type::invalid; ///< CORRID only
 
+  /// The data type of the tensor the control fills: CORRID's `data_type`, else that of the
+  /// [false, true] pair it sets (FP32, INT32 or BOOL).
+  [[nodiscard]] servekit::data_type tensor_data_type() const noexcept {
+    if (kind == control_kind::sequence_corrid) {
+      return data_type;
+    }
+    if (!fp32_false_true.empty()) {
+      return servekit::data_type::fp32;
+    }
+    if (!int32_false_true.empty()) {
+      return servekit::data_type::int32;
+    }
+    return servekit::data_type::boolean;
+  }
+
   friend bool operator==(const sequence_control&, const sequence_control&) = default;
 };
 

@@ -33,16 +33,14 @@ public:
       entry e;
       e.name = input.name;
       e.kind = c.kind;
+      e.type = c.tensor_data_type();
       if (c.kind == control_kind::sequence_corrid) {
-        e.type = c.data_type;
-      } else if (!c.fp32_false_true.empty()) {
-        e.type = data_type::fp32;
+        // the correlation id is written per request
+      } else if (e.type == data_type::fp32) {
         store(e, c.fp32_false_true[0], c.fp32_false_true[1]);
-      } else if (!c.int32_false_true.empty()) {
-        e.type = data_type::int32;
+      } else if (e.type == data_type::int32) {
         store(e, c.int32_false_true[0], c.int32_false_true[1]);
       } else {
-        e.type = data_type::boolean;
         store(e, static_cast<std::uint8_t>(c.bool_false_true[0]),
               static_cast<std::uint8_t>(c.bool_false_true[1]));
       }

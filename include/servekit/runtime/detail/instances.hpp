@@ -125,6 +125,22 @@ create_model_states(const model_options& options, const resolved_config& config)
     context.parameters = &options.parameters;
     context.directory = options.directory;
     context.default_model_filename = options.default_model_filename;
+    std::vector<tensor_config> sequence_inputs;
+    std::vector<tensor_config> state_outputs;
+    if (options.sequence_batching) {
+      for (const auto& input : options.sequence_batching->control_input) {
+        if (!input.control.empty()) {
+          sequence_inputs.push_back(
+              {input.name, input.control.front().tensor_data_type(), shape{1}});
+        }
+      }
+      for (const auto& s : options.sequence_batching->state) {
+        sequence_inputs.push_back({s.input_name, s.data_type, s.dims});
+        state_outputs.push_back({s.output_name, s.data_type, s.dims});
+      }
+    }
+    context.sequence_inputs = sequence_inputs;
+    context.state_outputs = state_outputs;
     try {
       if constexpr (model_state_takes_backend_state<Backend>) {
         states->model.emplace(std::as_const(context), *states->backend);

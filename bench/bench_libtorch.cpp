@@ -1,0 +1,331 @@
+// bench_libtorch: the LibTorch backend serving an image classifier on the CPU, against calling
+// torch directly, in one process.
+//
+//     bench_libtorch [--json] [--quick] [--seconds N]
+//
+// The model: an 8x8 image, a 3x3 convolution to 4 channels, ReLU, 2x2 max pooling, a linear
+// layer to 10 classes (random weights), written as TorchScript into a temporary Triton-layout
+// repository (config.pbtxt + 1/model.pt) and served by a model_repository with the `pytorch`
+// backend: dynamic batching, max_batch_size 32, 2 instances of 1 intra-op thread each.
+//
+// direct    module.forward on one [1, 1, 8, 8] request in a loop (the floor): direct_p50_us.
+// served    the same request through the repository's model, one at a time: served_p50_us.
+//           Goal: served <= 1.05 x direct + one pingpong_us (a condition_variable hand-off).
+// load      64 requests in flight: served_rps (dynamic batching) against direct_rps (the same
+//           offered load served first come first served by as many threads as cores, each
+//           calling forward on one request at a time with a module of its own); p99 of each
+//           includes the wait for a thread. Goal: served_rps >= 3 x direct_rps at equal or lower
+//           p99.
+//
+// The last line with --json is one JSON object with every figure. See docs/benchmarks.md.
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/measure.hpp"
+#include "harness/report.hpp"
+
+#include <servekit/libtorch/backend.hpp>
+#include <servekit/repository.hpp>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/randn.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using servekit_bench::bench_clock;
+
+constexpr int in_flight = 64;
+
+/// The classifier as TorchScript, with random weights.
+torch::jit::Module classifier() {
+  torch::jit::Module m{"classifier"};
+  m.register_parameter("conv_weight", at::randn({4, 1, 3, 3}), false);
+  m.register_parameter("conv_bias", at::randn({4}), false);
+  m.register_parameter("fc_weight", at::randn({10, 64}), false);
+  m.register_parameter("fc_bias", at::randn({10}), false);
+  m.define(R"(
+def forward(self, image):
+    y = torch.conv2d(image, self.conv_weight, self.conv_bias, [1, 1], [1, 1])
+    y = torch.relu(y)
+    y = torch.max_pool2d(y, [2, 2])
+    y = torch.flatten(y, 1)
+    return torch.matmul(y, self.fc_weight.t()) + self.fc_bias
+)");
+  m.eval();
+  return m;
+}
+
+constexpr std::string_view config = R"(
+platform: "pytorch_libtorch"
+max_batch_size: 32
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1, 8, 8 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 10 ] } ]
+dynamic_batching { }
+instance_group [ { count: 2 kind: KIND_CPU } ]
+parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }
+)";
+
+/// A temporary repository holding the classifier, removed at the end.
+struct repository_folder {
+  std::filesystem::path root = std::filesystem::temp_directory_path() /
+                               ("servekit-bench-libtorch-" + std::to_string(::getpid()));
+  explicit repository_folder(const torch::jit::Module& module) {
+    std::filesystem::create_directories(root / "classifier" / "1");
+    std::ofstream{root / "classifier" / "config.pbtxt"} << config;
+    module.save((root / "classifier" / "1" / "model.pt").string());
+  }
+  repository_folder(const repository_folder&) = delete;
+  repository_folder& operator=(const repository_folder&) = delete;
+  ~repository_folder() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+
+servekit::request image_request() {
+  servekit::request r;
+  r.id = "image";
+  auto t = servekit::make_tensor("INPUT__0", servekit::data_type::fp32, {1, 1, 8, 8});
+  float v = 0.0F;
+  for (auto& x : t.values<float>()) {
+    x = (v += 0.01F);
+  }
+  r.inputs.push_back(std::move(t));
+  return r;
+}
+
+bool right(const servekit::response& r) {
+  const servekit::tensor* out = r.find_output("OUTPUT__0");
+  return r.ok() && out != nullptr && out->shape == servekit::shape{1, 10};
+}
+
+/// One request through the model, waiting on a condition_variable (what a synchronous client
+/// of an asynchronous API writes).
+struct waiter {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  bool ok = false;
+
+  bool call(servekit::model_ref m) {
+    {
+      const std::lock_guard lock{mutex};
+      done = false;
+    }
+    const auto s = m.submit(image_request(), [this](servekit::response&& r) {
+      const bool good = right(r);
+      const std::lock_guard lock{mutex};
+      ok = good;
+      done = true;
+      cv.notify_one();
+    });
+    if (!s.ok()) {
+      return false;
+    }
+    std::unique_lock lock{mutex};
+    cv.wait(lock, [this] { return done; });
+    return ok;
+  }
+};
+
+struct load_result {
+  double rps = 0;
+  double p99_us = 0;
+  double mean_batch = 0;
+  std::uint64_t wrong = 0;
+};
+
+/// 64 requests in flight through the model (one client thread per core), for `seconds`.
+load_result served_load(servekit::model_ref m, unsigned clients, double seconds) {
+  std::mutex mutex;
+  std::vector<double> latencies; // guarded by mutex
+  const auto result = servekit_bench::closed_loop(
+      static_cast<int>(clients), in_flight, std::chrono::duration<double>{seconds / 5},
+      std::chrono::duration<double>{seconds},
+      [&](servekit_bench::window& w, std::uint64_t) {
+        const auto start = bench_clock::now();
+        return m.submit(image_request(), [&, start, slots = &w](servekit::response&& r) {
+          const double us = servekit_bench::us_between(start, bench_clock::now());
+          {
+            const std::lock_guard lock{mutex};
+            latencies.push_back(us);
+          }
+          slots->answered(right(r));
+        });
+      },
+      [m] {
+        const auto s = m.statistics();
+        return servekit_bench::batch_counters{s.inference_count, s.execution_count};
+      });
+  const std::lock_guard lock{mutex};
+  return {result.rps, servekit_bench::percentile(latencies, 0.99), result.mean_batch, result.wrong};
+}
+
+/// The same offered load without servekit: 64 requests in flight (each resubmitted the moment
+/// it is answered), served first come first served by `threads` threads calling forward on one
+/// request at a time, each with its own module. A request's latency counts its wait for a
+/// thread, as the served figure counts its wait in the queue.
+load_result direct_load(const torch::jit::Module& module, unsigned threads, double seconds) {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<bench_clock::time_point> submitted(in_flight, bench_clock::now()); // guarded
+  bool stop = false;                                                            // guarded
+  bool measuring = false;                                                       // guarded
+  std::uint64_t answered = 0;                                                   // guarded
+  std::vector<double> latencies;                                                // guarded
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      torch::jit::Module own = module.clone();
+      const c10::InferenceMode inference;
+      auto request = image_request();
+      for (;;) {
+        bench_clock::time_point since;
+        {
+          std::unique_lock lock{mutex};
+          ready.wait(lock, [&] { return stop || !submitted.empty(); });
+          if (stop) {
+            return;
+          }
+          since = submitted.front();
+          submitted.pop_front();
+        }
+        std::vector<c10::IValue> arguments{
+            at::from_blob(request.inputs[0].data.data(), {1, 1, 8, 8}, at::kFloat)};
+        const at::Tensor out = own.forward(arguments).toTensor();
+        const auto done = bench_clock::now();
+        const std::lock_guard lock{mutex};
+        if (measuring && out.size(1) == 10) {
+          ++answered;
+          latencies.push_back(servekit_bench::us_between(since, done));
+        }
+        submitted.push_back(done); // the client's next request
+        ready.notify_one();
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>{seconds / 5});
+  bench_clock::time_point t0;
+  {
+    const std::lock_guard lock{mutex};
+    measuring = true;
+    t0 = bench_clock::now();
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>{seconds});
+  load_result out;
+  {
+    const std::lock_guard lock{mutex};
+    stop = true;
+    out.rps =
+        static_cast<double>(answered) / servekit_bench::seconds_between(t0, bench_clock::now());
+    out.p99_us = servekit_bench::percentile(latencies, 0.99);
+    out.mean_batch = 1.0;
+  }
+  ready.notify_all();
+  for (auto& w : workers) {
+    w.join();
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  bool quick = false;
+  double seconds = 5;
+  servekit_bench::command_line{"bench_libtorch"}
+      .json(json)
+      .quick(quick, "fewer samples, 1 s windows (the smoke test)")
+      .window_seconds(seconds)
+      .parse(argc, argv);
+  const int samples = quick ? 500 : 5000;
+  const servekit_bench::machine host;
+  std::printf("bench_libtorch  cpu: %s  cores: %u  load: %.2f\n", host.cpu.c_str(), host.nproc,
+              host.load);
+  servekit_bench::report figures{"{:.3f}"};
+  std::uint64_t wrong = 0;
+
+  const torch::jit::Module module = classifier();
+  const repository_folder folder{module};
+  servekit::model_repository repo{
+      folder.root,
+      servekit::backend_list<servekit::named_backend<"pytorch", servekit::libtorch::backend>>{}};
+  const auto index = repo.load_all();
+  const auto model = repo.find("classifier");
+  if (model == nullptr) {
+    std::fprintf(stderr, "bench_libtorch: the classifier did not load: %s\n",
+                 index.empty() ? "" : index[0].reason.c_str());
+    return 1;
+  }
+
+  figures.row("pingpong_us", servekit_bench::pingpong_us(quick ? 2000 : 20000, std::nullopt),
+              "condition_variable hand-off, one way, median");
+
+  {
+    torch::jit::Module own = module.clone();
+    const c10::InferenceMode inference;
+    auto request = image_request();
+    const auto calls = servekit_bench::time_calls(samples / 10, samples, [&](std::uint64_t) {
+      std::vector<c10::IValue> arguments{
+          at::from_blob(request.inputs[0].data.data(), {1, 1, 8, 8}, at::kFloat)};
+      return own.forward(arguments).toTensor().size(1) == 10;
+    });
+    wrong += calls.wrong;
+    figures.row("direct_p50_us", servekit_bench::percentile(calls.us, 0.5),
+                "module.forward, one request");
+  }
+  {
+    waiter w;
+    const auto calls = servekit_bench::time_calls(
+        samples / 10, samples, [&](std::uint64_t) { return w.call(model->model()); });
+    wrong += calls.wrong;
+    figures.row("served_p50_us", servekit_bench::percentile(calls.us, 0.5),
+                "through model<>, one at a time");
+  }
+
+  const unsigned cores = std::max(1U, host.nproc);
+  const load_result direct = direct_load(module, cores, seconds);
+  figures.row("direct_rps", direct.rps,
+              "64 in flight, forward from one thread per core, one request each");
+  figures.row("direct_p99_us", direct.p99_us);
+  const load_result served = served_load(model->model(), cores, seconds);
+  wrong += served.wrong;
+  figures.row("served_rps", served.rps, "64 in flight, dynamic batching, 2 instances");
+  figures.row("served_p99_us", served.p99_us);
+  figures.row("mean_batch", served.mean_batch);
+  figures.ratio("served_over_direct_rps", "served_rps", "direct_rps");
+
+  servekit_bench::goals goals;
+  goals.check("served_p50_us <= 1.05 x direct_p50_us + pingpong_us",
+              figures.at_most("served_p50_us",
+                              1.05 * figures.get("direct_p50_us") + figures.get("pingpong_us")));
+  goals.check("served_rps >= 3 x direct_rps", figures.at_least("served_rps", 3 * direct.rps));
+  goals.check("served_p99_us <= direct_p99_us", figures.at_most("served_p99_us", direct.p99_us));
+  figures.put_run(quick, host, wrong);
+  if (json) {
+    figures.print_json();
+  }
+  return wrong == 0 ? 0 : 1;
+}

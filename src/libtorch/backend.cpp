@@ -1,0 +1,8 @@
+// The LibTorch backend, compiled once into servekit::libtorch: the model state (reading and
+// checking the TorchScript file) and the instances (libtorch/backend.hpp). The only translation
+// unit of the library that includes torch. See core/detail/linkage.hpp.
+
+#include <servekit/libtorch/backend.hpp>
+
+#include <servekit/libtorch/impl/backend.ipp>
+#include <servekit/libtorch/impl/torchscript_model.ipp>
