@@ -75,6 +75,8 @@ if [ "$load" -eq 1 ]; then
   exit 0
 fi
 
+# An 8x8 UINT8 test image for image_ensemble: 0, 4, ..., 252.
+pixels=$(seq -s, 0 4 252)
 cat <<EOF
 
 Try it (another terminal):
@@ -84,6 +86,17 @@ Try it (another terminal):
   curl -s -X POST http://${address}/v2/models/repeat_int32/generate_stream \
     -d '{"IN": [4, 5, 6], "DELAY": [100, 100, 100], "WAIT": [0]}'
   curl -s http://${address}/v2/models/stats
+Real models (TorchScript through LibTorch, ONNX through OpenCV DNN; docs/backends.md):
+  # an ensemble: UINT8 image -> image_preprocess (TorchScript) -> image_classifier_onnx (ONNX)
+  curl -s -X POST http://${address}/v2/models/image_ensemble/infer -d '{"inputs": [
+    {"name": "IMAGE", "datatype": "UINT8", "shape": [1, 8, 8], "data": [${pixels}]}]}'
+  # the ONNX classifier's config, its inputs and outputs completed from the graph
+  curl -s http://${address}/v2/models/image_classifier_onnx/config
+  # a GRU cell keeping its hidden state per sequence: send it twice, the second time without
+  # sequence_start, and the state carries over; "sequence_end": true ends the sequence
+  curl -s -X POST http://${address}/v2/models/gru_sequence/infer -d '{"parameters": {"sequence_id": 7,
+    "sequence_start": true}, "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 3],
+    "data": [0.25, -0.5, 0.75]}]}'
 More in docs/server.md. Ctrl-C stops the server (in-flight requests are answered first).
 EOF
 # Ctrl-C reaches the server too; it drains, then exits 0. A signal also interrupts `wait`, so wait

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,7 +45,40 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using test_http::reply;
 
-const fs::path bundled_models = fs::path{SERVEKIT_SOURCE_DIR} / "examples" / "models";
+/// The bundled models these tests serve, the bundled backends' ones: a copy of examples/models
+/// without its TorchScript and ONNX models (this server has no LibTorch; those models are served
+/// by tests/libtorch/bundled_models_test.cpp and example.server.real_models), made once per
+/// process.
+class bundled_backends_models {
+public:
+  bundled_backends_models() {
+    path_ = fs::temp_directory_path() / ("servekit_e2e_bundled_" + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+    const fs::path examples = fs::path{SERVEKIT_SOURCE_DIR} / "examples" / "models";
+    for (const auto& entry : fs::directory_iterator{examples}) {
+      const auto name = entry.path().filename().string();
+      if (entry.is_directory() && !real_models.contains(name)) {
+        fs::copy(entry.path(), path_ / name, fs::copy_options::recursive);
+      }
+    }
+  }
+  bundled_backends_models(const bundled_backends_models&) = delete;
+  bundled_backends_models& operator=(const bundled_backends_models&) = delete;
+  ~bundled_backends_models() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  operator const fs::path&() const noexcept { return path_; } // NOLINT: used as the folder
+  [[nodiscard]] fs::path operator/(const std::string& model) const { return path_ / model; }
+
+private:
+  inline static const std::set<std::string> real_models = {"gru_sequence", "image_classifier",
+                                                           "image_classifier_onnx",
+                                                           "image_ensemble", "image_preprocess"};
+  fs::path path_;
+};
+const bundled_backends_models bundled_models;
 
 // -- fixtures ----------------------------------------------------------------------------------
 

@@ -1,9 +1,16 @@
-// Writes the LibTorch tests' TorchScript models into the folder named on the command line, at
-// build time: nothing is downloaded. Each is a torch::jit::Module whose forward() is TorchScript
-// source (Module::define), with the seeded weights of reference_models.hpp as parameters.
+// Writes the LibTorch tests' TorchScript models, and the model files of the bundled repository
+// (examples/models), from C++: nothing is downloaded. Each TorchScript model is a
+// torch::jit::Module whose forward() is TorchScript source (Module::define), with the seeded
+// weights of reference_models.hpp as parameters; the ONNX classifier is the same network written
+// with servekit::onnx::graph_builder.
 //
-//   make_models <folder>   writes <folder>/<name>.pt for every model below
+//   make_models <folder>                  writes <folder>/<name>.pt for every test model below
+//   make_models --repository <root>       writes the model files of the bundled repository under
+//                                         <root> (<model>/1/model.pt, <model>/1/model.onnx); the
+//                                         configs beside them are written by hand
 //
+// The bundled repository's files are committed: scripts/make-example-models.sh rewrites them, and
+// the ctest example.models.up_to_date fails when they differ from what this program writes.
 // The only test source that includes torch (5-10 s more to compile); the tests themselves do not.
 #include "reference_models.hpp"
 
@@ -11,6 +18,10 @@
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
+
+#if defined(SERVEKIT_MAKE_ONNX_MODELS)
+#include <servekit/onnx/graph_builder.hpp>
+#endif
 
 #include <cstdint>
 #include <exception>
@@ -30,6 +41,14 @@ at::Tensor parameter(const std::vector<float>& values, std::vector<std::int64_t>
 void save(const torch::jit::Module& module, const std::filesystem::path& folder,
           const std::string& name) {
   module.save((folder / (name + ".pt")).string());
+}
+
+/// Saves `module` as `<root>/<model>/1/model.pt`, Triton's layout.
+void save_version(const torch::jit::Module& module, const std::filesystem::path& root,
+                  const std::string& model) {
+  const auto version = root / model / "1";
+  std::filesystem::create_directories(version);
+  module.save((version / "model.pt").string());
 }
 
 /// reference_models::classifier as TorchScript.
@@ -130,23 +149,82 @@ def forward(self, x, h, start):
   return m;
 }
 
+/// The bundled repository's preprocessing step: 8x8 UINT8 images (0..255) to the classifier's
+/// FP32 input [N, 1, 8, 8] in [-0.5, 0.5] (reference_models::preprocess).
+torch::jit::Module preprocess() {
+  torch::jit::Module m{"preprocess"};
+  m.define(R"(
+def forward(self, image):
+    return (image.float() / 255.0 - 0.5).unsqueeze(1)
+)");
+  return m;
+}
+
+#if defined(SERVEKIT_MAKE_ONNX_MODELS)
+/// reference_models::classifier as an ONNX graph (opset 13): Conv, Relu, MaxPool, Flatten, Gemm;
+/// the batch size is symbolic ("N"), so the backend batches along it.
+servekit::onnx::graph_builder classifier_onnx() {
+  using reference_models::classifier;
+  using servekit::data_type;
+  namespace onnx = servekit::onnx;
+  const auto w = classifier::seeded();
+  onnx::graph_builder g{"image_classifier"};
+  g.input("image", data_type::fp32, {-1, 1, classifier::side, classifier::side})
+      .output("scores", data_type::fp32, {-1, classifier::classes})
+      .initializer("conv_weight", {classifier::channels, 1, classifier::kernel, classifier::kernel},
+                   w.conv_weight)
+      .initializer("conv_bias", {classifier::channels}, w.conv_bias)
+      .initializer("fc_weight", {classifier::classes, classifier::features}, w.fc_weight)
+      .initializer("fc_bias", {classifier::classes}, w.fc_bias)
+      .node("Conv", {"image", "conv_weight", "conv_bias"}, {"conv"},
+            {onnx::ints_attribute("kernel_shape", {classifier::kernel, classifier::kernel}),
+             onnx::ints_attribute("pads", {1, 1, 1, 1})})
+      .node("Relu", {"conv"}, {"relu"})
+      .node("MaxPool", {"relu"}, {"pooled"},
+            {onnx::ints_attribute("kernel_shape", {2, 2}), onnx::ints_attribute("strides", {2, 2})})
+      .node("Flatten", {"pooled"}, {"features"}, {onnx::int_attribute("axis", 1)})
+      .node("Gemm", {"features", "fc_weight", "fc_bias"}, {"scores"},
+            {onnx::int_attribute("transB", 1)});
+  return g;
+}
+#endif
+
+/// The model files of the bundled repository (examples/models), under `root`.
+void write_repository(const std::filesystem::path& root) {
+  save_version(classifier(), root, "image_classifier");
+  save_version(preprocess(), root, "image_preprocess");
+  save_version(gru(), root, "gru_sequence");
+#if defined(SERVEKIT_MAKE_ONNX_MODELS)
+  classifier_onnx().save(root / "image_classifier_onnx" / "1" / "model.onnx");
+#endif
+}
+
+/// The LibTorch tests' models, as <folder>/<name>.pt.
+void write_test_models(const std::filesystem::path& folder) {
+  std::filesystem::create_directories(folder);
+  save(classifier(), folder, "classifier");
+  save(identity10(), folder, "identity10");
+  save(pair(), folder, "pair");
+  save(int_argument(), folder, "int_argument");
+  save(returns_list(), folder, "returns_list");
+  save(reshape(), folder, "reshape");
+  save(gru(), folder, "gru");
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: make_models <folder>\n";
+  const bool repository = argc == 3 && std::string{argv[1]} == "--repository";
+  if (argc != 2 && !repository) {
+    std::cerr << "usage: make_models <folder> | make_models --repository <root>\n";
     return 2;
   }
-  const std::filesystem::path folder{argv[1]};
   try {
-    std::filesystem::create_directories(folder);
-    save(classifier(), folder, "classifier");
-    save(identity10(), folder, "identity10");
-    save(pair(), folder, "pair");
-    save(int_argument(), folder, "int_argument");
-    save(returns_list(), folder, "returns_list");
-    save(reshape(), folder, "reshape");
-    save(gru(), folder, "gru");
+    if (repository) {
+      write_repository(argv[2]);
+    } else {
+      write_test_models(argv[1]);
+    }
   } catch (const c10::Error& e) {
     std::cerr << "make_models: " << e.what_without_backtrace() << "\n";
     return 1;

@@ -176,6 +176,12 @@ struct gru_cell {
   }
 };
 
+/// The bundled repository's preprocessing (examples/models/image_preprocess): one UINT8 pixel
+/// (0..255) to the classifier's input range [-0.5, 0.5], in FP32 as torch computes it.
+[[nodiscard]] inline float preprocess(std::uint8_t pixel) {
+  return static_cast<float>(pixel) / 255.0F - 0.5F;
+}
+
 /// A seeded test image (row-major 8x8), a different one per `seed`.
 [[nodiscard]] inline std::vector<float> image(std::uint64_t seed) {
   return seeded_values{seed}.take(static_cast<std::size_t>(classifier::pixels));

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""ctest example.server.real_models: servekit-server serving the bundled repository as
+scripts/demo.sh serves it, and its real models (TorchScript and ONNX) answering over HTTP.
+
+    test_real_models.py SERVER_BINARY EXAMPLES_MODELS
+
+Checks that every bundled model loads READY, and then, with KServe v2 JSON requests like the ones
+demo.sh prints:
+  image_classifier       (TorchScript, 2 instances, dynamic batching): the scores of the network
+                         computed here in plain Python from the same seeded weights
+  image_classifier_onnx  (ONNX): its config completed from the graph, the same scores
+  image_ensemble         (UINT8 image -> image_preprocess -> image_classifier_onnx): the scores of
+                         the preprocessed image
+  gru_sequence           (a GRU cell with implicit state): the hidden state carries from one
+                         request of a sequence to the next, and a new sequence starts afresh
+
+Only the standard library.
+"""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_libtorch_server import Failure, SeededValues, check, classifier_scores, get, post  # noqa: E402
+
+REAL_MODELS = ("image_classifier", "image_classifier_onnx", "image_preprocess", "image_ensemble",
+               "gru_sequence")
+
+
+def expect_scores(got, images, what):
+    for k, image in enumerate(images):
+        expected = classifier_scores(image)
+        row = got[k * 10 : (k + 1) * 10]
+        for c in range(10):
+            check(math.isclose(row[c], expected[c], abs_tol=1e-4),
+                  f"{what}: image {k} class {c}: got {row[c]}, expected {expected[c]}")
+
+
+def gru_step(address, sequence_id, x, start=False, end=False):
+    parameters = {"sequence_id": sequence_id}
+    if start:
+        parameters["sequence_start"] = True
+    if end:
+        parameters["sequence_end"] = True
+    status, body = post(
+        address,
+        "/v2/models/gru_sequence/infer",
+        {"parameters": parameters,
+         "inputs": [{"name": "INPUT__0", "shape": [1, 3], "datatype": "FP32", "data": x}]},
+    )
+    check(status == 200, f"gru_sequence infer: {status} {body}")
+    out = body["outputs"]
+    check(len(out) == 1 and out[0]["name"] == "OUTPUT__0" and out[0]["shape"] == [1, 4],
+          f"gru_sequence outputs (the state stays in the server): {out}")
+    return out[0]["data"]
+
+
+def run(address, log):
+    for model in REAL_MODELS:
+        check(f"model '{model}' version 1: READY" in log, f"model {model} not READY:\n{log}")
+
+    images = [SeededValues(seed).take(64) for seed in (11, 12, 13)]
+    status, body = post(
+        address,
+        "/v2/models/image_classifier/infer",
+        {"inputs": [{"name": "INPUT__0", "shape": [3, 1, 8, 8], "datatype": "FP32",
+                     "data": images[0] + images[1] + images[2]}]},
+    )
+    check(status == 200, f"image_classifier infer: {status} {body}")
+    expect_scores(body["outputs"][0]["data"], images, "image_classifier")
+
+    status, config = get(address, "/v2/models/image_classifier_onnx/config")
+    check(status == 200, f"image_classifier_onnx config: {status} {config}")
+    check([(i["name"], i["data_type"], i["dims"]) for i in config["input"]]
+          == [("image", "TYPE_FP32", [1, 8, 8])], f"auto-completed input: {config['input']}")
+    check([(o["name"], o["dims"]) for o in config["output"]] == [("scores", [10])],
+          f"auto-completed output: {config['output']}")
+    status, body = post(
+        address,
+        "/v2/models/image_classifier_onnx/infer",
+        {"inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32",
+                     "data": images[0]}]},
+    )
+    check(status == 200, f"image_classifier_onnx infer: {status} {body}")
+    expect_scores(body["outputs"][0]["data"], images[:1], "image_classifier_onnx")
+
+    pixels = [(i * 37 + 11) % 256 for i in range(64)]
+    status, body = post(
+        address,
+        "/v2/models/image_ensemble/infer",
+        {"inputs": [{"name": "IMAGE", "shape": [1, 8, 8], "datatype": "UINT8", "data": pixels}]},
+    )
+    check(status == 200, f"image_ensemble infer: {status} {body}")
+    out = body["outputs"][0]
+    check(out["name"] == "SCORES" and out["shape"] == [1, 10], f"image_ensemble output: {out}")
+    # image_preprocess in float32, as torch computes it: p / 255 - 0.5
+    expect_scores(out["data"], [[p / 255.0 - 0.5 for p in pixels]], "image_ensemble")
+
+    x = [0.25, -0.5, 0.75]
+    first = gru_step(address, 7, x, start=True)
+    second = gru_step(address, 7, x)
+    check(any(abs(a - b) > 1e-6 for a, b in zip(first, second)),
+          f"the same input twice in a sequence gave the same state: {first}")
+    gru_step(address, 7, x, end=True)
+    again = gru_step(address, 8, x, start=True, end=True)
+    check(all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(first, again)),
+          f"a new sequence did not start from a zero state: {again} vs {first}")
+    return 0
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    server_bin, repository = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as work:
+        stdout_path = os.path.join(work, "stdout")
+        with open(stdout_path, "wb") as stdout, open(os.path.join(work, "stderr"), "wb") as stderr:
+            # demo.sh's flags: the bundled models use the rate limiter and the response cache.
+            server = subprocess.Popen(
+                [server_bin, "--model-repository", repository, "--http-port", "0",
+                 "--rate-limit", "execution_count", "--cache-config", "local,size=16777216"],
+                stdout=stdout,
+                stderr=stderr,
+            )
+        try:
+            address = None
+            deadline = time.monotonic() + 60
+            while address is None and time.monotonic() < deadline and server.poll() is None:
+                with open(stdout_path) as f:
+                    m = re.search(r"^HTTP listening on (\S+)$", f.read(), re.M)
+                if m:
+                    address = m.group(1)
+                else:
+                    time.sleep(0.1)
+            check(address is not None, "the server never printed 'HTTP listening on'")
+            with open(stdout_path) as f:
+                log = f.read()
+            return run(address, log)
+        except Failure as e:
+            with open(os.path.join(work, "stderr")) as f:
+                print(f"FAILED: {e}\nserver stderr:\n{f.read()}", file=sys.stderr)
+            return 1
+        finally:
+            if server.poll() is None:
+                server.terminate()
+                server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
