@@ -3,10 +3,11 @@
 //
 //     bench_libtorch [--json] [--quick] [--seconds N]
 //
-// The model: an 8x8 image, a 3x3 convolution to 4 channels, ReLU, 2x2 max pooling, a linear
-// layer to 10 classes (random weights), written as TorchScript into a temporary Triton-layout
-// repository (config.pbtxt + 1/model.pt) and served by a model_repository with the `pytorch`
-// backend: dynamic batching, max_batch_size 32, 2 instances of 1 intra-op thread each.
+// The model: the bundled repository's image_classifier (examples/models/image_classifier:
+// config.pbtxt + 1/model.pt, as servekit-server serves it): an 8x8 image, a 3x3 convolution to 4
+// channels, ReLU, 2x2 max pooling, a linear layer to 10 classes (seeded weights), served by a
+// model_repository with the `pytorch` backend: dynamic batching without queue delay,
+// max_batch_size 32, 2 instances of 1 intra-op thread each.
 //
 // direct    module.forward on one [1, 1, 8, 8] request in a loop (the floor): direct_p50_us.
 // served    the same request through the repository's model, one at a time: served_p50_us.
@@ -28,10 +29,10 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
-#include <ATen/ops/randn.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
 
 #include <fmt/format.h>
 
@@ -57,43 +58,19 @@ using servekit_bench::bench_clock;
 
 constexpr int in_flight = 64;
 
-/// The classifier as TorchScript, with random weights.
-torch::jit::Module classifier() {
-  torch::jit::Module m{"classifier"};
-  m.register_parameter("conv_weight", at::randn({4, 1, 3, 3}), false);
-  m.register_parameter("conv_bias", at::randn({4}), false);
-  m.register_parameter("fc_weight", at::randn({10, 64}), false);
-  m.register_parameter("fc_bias", at::randn({10}), false);
-  m.define(R"(
-def forward(self, image):
-    y = torch.conv2d(image, self.conv_weight, self.conv_bias, [1, 1], [1, 1])
-    y = torch.relu(y)
-    y = torch.max_pool2d(y, [2, 2])
-    y = torch.flatten(y, 1)
-    return torch.matmul(y, self.fc_weight.t()) + self.fc_bias
-)");
-  m.eval();
-  return m;
-}
+/// The bundled classifier's folder (config.pbtxt, 1/model.pt).
+const std::filesystem::path bundled_classifier =
+    std::filesystem::path{SERVEKIT_SOURCE_DIR} / "examples" / "models" / "image_classifier";
 
-constexpr std::string_view config = R"(
-platform: "pytorch_libtorch"
-max_batch_size: 32
-input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1, 8, 8 ] } ]
-output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 10 ] } ]
-dynamic_batching { }
-instance_group [ { count: 2 kind: KIND_CPU } ]
-parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }
-)";
-
-/// A temporary repository holding the classifier, removed at the end.
+/// A temporary repository holding a copy of the bundled classifier (the rest of examples/models
+/// needs the example server's backends), removed at the end.
 struct repository_folder {
   std::filesystem::path root = std::filesystem::temp_directory_path() /
                                ("servekit-bench-libtorch-" + std::to_string(::getpid()));
-  explicit repository_folder(const torch::jit::Module& module) {
-    std::filesystem::create_directories(root / "classifier" / "1");
-    std::ofstream{root / "classifier" / "config.pbtxt"} << config;
-    module.save((root / "classifier" / "1" / "model.pt").string());
+  repository_folder() {
+    std::filesystem::create_directories(root);
+    std::filesystem::copy(bundled_classifier, root / "image_classifier",
+                          std::filesystem::copy_options::recursive);
   }
   repository_folder(const repository_folder&) = delete;
   repository_folder& operator=(const repository_folder&) = delete;
@@ -267,13 +244,15 @@ int main(int argc, char** argv) {
   servekit_bench::report figures{"{:.3f}"};
   std::uint64_t wrong = 0;
 
-  const torch::jit::Module module = classifier();
-  const repository_folder folder{module};
+  // The same file the served model loads, for the direct figures.
+  torch::jit::Module module = torch::jit::load((bundled_classifier / "1" / "model.pt").string());
+  module.eval();
+  const repository_folder folder;
   servekit::model_repository repo{
       folder.root,
       servekit::backend_list<servekit::named_backend<"pytorch", servekit::libtorch::backend>>{}};
   const auto index = repo.load_all();
-  const auto model = repo.find("classifier");
+  const auto model = repo.find("image_classifier");
   if (model == nullptr) {
     std::fprintf(stderr, "bench_libtorch: the classifier did not load: %s\n",
                  index.empty() ? "" : index[0].reason.c_str());

@@ -74,36 +74,14 @@ const char* name_of(outcome o) {
 /// Element `i` of `t` as a double (for comparing any two numeric types).
 double element(const servekit::tensor& t, std::size_t i) {
   const std::byte* p = t.data.data() + i * servekit::byte_size(t.type);
-  const auto read = [&]<class T>(T) {
+  double value = std::nan("");
+  // The backend's own dispatch over the element types it reads (BOOL as uint8).
+  (void)servekit::onnx::detail::with_element_type(t.type, [&]<class T>(T) {
     T v;
     std::memcpy(&v, p, sizeof(T));
-    return static_cast<double>(v);
-  };
-  switch (t.type) {
-  case data_type::boolean:
-  case data_type::uint8:
-    return read(std::uint8_t{});
-  case data_type::int8:
-    return read(std::int8_t{});
-  case data_type::uint16:
-    return read(std::uint16_t{});
-  case data_type::int16:
-    return read(std::int16_t{});
-  case data_type::uint32:
-    return read(std::uint32_t{});
-  case data_type::int32:
-    return read(std::int32_t{});
-  case data_type::uint64:
-    return read(std::uint64_t{});
-  case data_type::int64:
-    return read(std::int64_t{});
-  case data_type::fp32:
-    return read(float{});
-  case data_type::fp64:
-    return read(double{});
-  default:
-    return std::nan("");
-  }
+    value = static_cast<double>(v);
+  });
+  return value;
 }
 
 /// Why `got` is not `want` ("" when it is).

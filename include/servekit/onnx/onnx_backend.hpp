@@ -45,6 +45,8 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -337,7 +339,22 @@ public:
           bytes_{read_file_bytes(file_)}, graph_{signature_of(parse_model(bytes_, file_), file_)},
           batching_{context.max_batch_size > 0} {
       detail::check_against_graph(context.inputs, context.outputs, batching_, graph_, file_);
-      (void)detail::import_net(bytes_, file_); // an unsupported graph fails the load, not a request
+      // Imported here so that an unsupported graph fails the load, not a request; the first
+      // instance takes this network rather than importing the graph a second time.
+      imported_ = detail::import_net(bytes_, file_);
+    }
+
+    /// A network of its own for one instance: the one the load imported, then new imports.
+    [[nodiscard]] cv::dnn::Net network_for_instance() {
+      {
+        const std::lock_guard lock{mutex_};
+        if (imported_) {
+          cv::dnn::Net net = std::move(*imported_);
+          imported_.reset();
+          return net;
+        }
+      }
+      return detail::import_net(bytes_, file_);
     }
 
     [[nodiscard]] const std::string& model_name() const noexcept { return name_; }
@@ -352,10 +369,12 @@ public:
     std::string bytes_;
     graph_signature graph_;
     bool batching_;
+    std::mutex mutex_; // instances may be built on several threads
+    std::optional<cv::dnn::Net> imported_;
   };
 
   backend(const instance_context& context, model_state& model)
-      : model_{&model}, net_{detail::import_net(model.bytes(), model.file())} {
+      : model_{&model}, net_{model.network_for_instance()} {
     for (const auto& t : context.inputs) {
       inputs_.push_back({t.name, t.type, t.dims});
     }
