@@ -50,6 +50,7 @@
 #include <string>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -261,6 +262,15 @@ int main(int argc, char** argv) {
 
   figures.row("pingpong_us", servekit_bench::pingpong_us(quick ? 2000 : 20000, std::nullopt),
               "condition_variable hand-off, one way, median");
+  // The served request's last hand-off wakes the client on whichever CPU it sleeps: often the
+  // other one, where a wake-up costs what pingpong_cross_us measures (an interprocessor
+  // interrupt), while the kernel tends to keep pingpong_us's two threads on one CPU.
+  if (host.nproc >= 2) {
+    figures.row("pingpong_cross_us",
+                servekit_bench::pingpong_us(quick ? 2000 : 20000,
+                                            std::pair<std::size_t, std::size_t>{0, 1}),
+                "the same, the two threads on CPUs 0 and 1");
+  }
 
   {
     torch::jit::Module own = module.clone();
@@ -282,6 +292,8 @@ int main(int argc, char** argv) {
     wrong += calls.wrong;
     figures.row("served_p50_us", servekit_bench::percentile(calls.us, 0.5),
                 "through model<>, one at a time");
+    figures.row("served_overhead_us", figures.get("served_p50_us") - figures.get("direct_p50_us"),
+                "served_p50_us - direct_p50_us");
   }
 
   const unsigned cores = std::max(1U, host.nproc);
