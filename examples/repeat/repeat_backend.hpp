@@ -7,11 +7,14 @@
 /// execute() only hands each request to the instance's worker thread and returns at once; the
 /// worker sends every response through the request's response_sender when it is due, so the
 /// responses of several requests interleave. Model parameter "send_final": "false" makes it
-/// never send the final flag (to show final_response_timeout_microseconds catching it).
+/// never send the final flag (to show final_response_timeout_microseconds catching it). A
+/// request whose client left (request.cancellation) gets no further responses: at its next due
+/// response it is ended with a final `cancelled` error.
 
 #include <servekit/backend/backend.hpp>
 #include <servekit/backend/batch.hpp>
 #include <servekit/backend/response_sender.hpp>
+#include <servekit/core/cancellation.hpp>
 #include <servekit/core/data_type.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
@@ -80,6 +83,7 @@ public:
         j.wait_ms = wait->values<std::uint32_t>()[0];
       }
       j.due = now + (j.values.empty() ? ms(j.wait_ms) : ms(j.delays_ms[0]));
+      j.cancellation = r.cancellation;
       j.sender = b.take_sender(i);
       {
         const std::lock_guard lock{mutex_};
@@ -95,6 +99,7 @@ private:
   /// One request being answered: the next response is `next`, due at `due`.
   struct job {
     servekit::response_sender sender;
+    servekit::cancellation_token cancellation; ///< set when the client leaves
     std::vector<std::int32_t> values;
     std::vector<std::uint32_t> delays_ms;
     std::uint32_t wait_ms = 0;
@@ -118,6 +123,15 @@ private:
         continue;
       }
       job& j = *soonest;
+      if (j.cancellation.cancelled()) {
+        // The client left (or cancelled): stop here, as Triton's backends do when
+        // TRITONBACKEND_RequestIsCancelled says so, with a final `cancelled` error.
+        (void)j.sender.send_final(servekit::response::failure(
+            servekit::cancelled("repeat: cancelled after " + std::to_string(j.next) + " of " +
+                                std::to_string(j.values.size()) + " responses")));
+        jobs_.erase(soonest);
+        continue;
+      }
       if (j.next < j.values.size()) {
         servekit::response r;
         r.add_output("OUT", servekit::data_type::int32, {1}).values<std::int32_t>()[0] =

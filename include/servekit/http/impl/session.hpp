@@ -11,12 +11,14 @@
 /// - http/impl/session_repository.ipp: the repository index, load and unload;
 /// - http/impl/session_statistics.ipp: model statistics and Prometheus metrics.
 
+#include <servekit/core/cancellation.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/routes.hpp>
 #include <servekit/repository/model_repository.hpp>
+#include <servekit/runtime/model_ref.hpp>
 
 #include <utility> // before Asio: Boost 1.74's Asio needs it under GCC 12 in C++20
 
@@ -196,6 +198,13 @@ private:
   void handle_infer();                               ///< on the strand
   void encode_infer_response(response&& r) noexcept; ///< in the sink
 
+  // ---- cancellation from the network (session_infer.ipp), on the strand -----------------
+
+  /// Lets the request about to be submitted to `m` be cancelled when its client leaves.
+  void make_cancellable(request& r, const model_ref& m);
+  /// The client of the request in flight left: cancels it (see session_infer.ipp).
+  void cancel_in_flight();
+
   // ---- generate and generate_stream (session_generate.ipp) ------------------------------
 
   void handle_generate(bool stream); ///< on the strand
@@ -284,6 +293,14 @@ private:
     bool stream_head_sent = false;
     bool stream_final_queued = false;
     bool stream_broken = false;
+
+    // Cancellation from the network: the request in flight carries a token of cancel_source,
+    // and in_flight is the model answering it (alive while handoff_.model holds it: set before
+    // submit, cleared where handoff_.model is released). One source per connection, made at
+    // its first inference: a connection whose client left is closed, so a cancelled source is
+    // never given to another request.
+    std::optional<cancellation_source> cancel_source;
+    std::optional<model_ref> in_flight;
   };
   strand_state on_strand_;
 

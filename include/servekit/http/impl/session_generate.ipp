@@ -73,8 +73,10 @@ SERVEKIT_DECL void session::handle_generate(bool stream) {
   handoff_.status = 200;
   // From a successful submit on, the sink owns handoff_.body and the generate_ members (non-stream)
   // until it posts the write: this thread must not touch them.
+  make_cancellable(handoff_.decoded.request, ref);
   status s = ref.submit(std::move(handoff_.decoded.request), generate_sink{shared_from_this()});
   if (!s.ok()) {
+    on_strand_.in_flight.reset();
     handoff_.streaming = false;
     reply_error(http_status_for(s.code()), s.message());
   }
@@ -237,6 +239,9 @@ SERVEKIT_DECL void session::give_up_stream() {
   // The chunk being written stays until its write completes (the socket may still be
   // reading from it); the others are freed now.
   on_strand_.stream_broken = true;
+  if (!on_strand_.stream_final_queued) {
+    cancel_in_flight(); // the model need not produce what nobody will read
+  }
   if (on_strand_.stream_writing) {
     on_strand_.stream_queue.erase(on_strand_.stream_queue.begin() + 1,
                                   on_strand_.stream_queue.end());
@@ -271,6 +276,9 @@ SERVEKIT_DECL void session::on_stream_write(const error_code& ec) {
     // the session); its remaining responses are dropped, and the connection is closed.
     const bool final_seen = on_strand_.stream_final_queued;
     on_strand_.stream_broken = true;
+    if (!final_seen) {
+      cancel_in_flight();
+    }
     std::deque<std::string>{}.swap(on_strand_.stream_queue); // returns the memory
     on_strand_.stream_queued_bytes = 0;
     close();
@@ -288,6 +296,7 @@ SERVEKIT_DECL void session::on_stream_write(const error_code& ec) {
   if (on_strand_.stream_final_queued) {
     handoff_.streaming = false;
     handoff_.model.reset();
+    on_strand_.in_flight.reset();
     on_strand_.close_after = on_strand_.close_after || on_strand_.stopping;
     handoff_.status = 200;
     on_write(ec); // logs, then reads the next request or closes
@@ -299,6 +308,7 @@ SERVEKIT_DECL void session::end_broken_stream() {
   handoff_.streaming = false;
   on_strand_.stream_final_queued = false;
   handoff_.model.reset();
+  on_strand_.in_flight.reset();
   if (server_.options().log_verbose > 0) {
     handoff_.status = 499; // nginx's "client closed request", for the log line only
     log();

@@ -89,10 +89,36 @@ SERVEKIT_DECL void session::handle_infer() {
   // strings until it posts the write: this thread must not touch them. (The encoder reads only
   // handoff_.decoded.outputs and handoff_.decoded.binary_data_output, not the request moved out
   // here.)
+  make_cancellable(handoff_.decoded.request, ref);
   status s = ref.submit(std::move(handoff_.decoded.request), infer_sink{shared_from_this()});
   if (!s.ok()) {
+    on_strand_.in_flight.reset();
     reply_error(http_status_for(s.code()), s.message());
   }
+}
+
+SERVEKIT_DECL void session::make_cancellable(request& r, const model_ref& m) {
+  if (!on_strand_.cancel_source) {
+    on_strand_.cancel_source.emplace(); // one allocation per connection, not per request
+  }
+  r.cancellation = on_strand_.cancel_source->token();
+  on_strand_.in_flight = m;
+}
+
+/// A client that leaves (its connection closes or fails while its request waits, or its
+/// generate_stream breaks off) cancels its request through the model's in-process path, as
+/// Triton cancels a request whose gRPC call is cancelled: a queued request is answered
+/// `cancelled` (counted as a CANCELED failure) and never executes, a sequence request ends its
+/// sequence, an ensemble sends no further steps, and a decoupled model's backend sees
+/// request.cancellation.cancelled(). A request already executing finishes; its response is
+/// dropped.
+SERVEKIT_DECL void session::cancel_in_flight() {
+  if (!on_strand_.in_flight || !on_strand_.cancel_source) {
+    return;
+  }
+  const model_ref m = *on_strand_.in_flight;
+  on_strand_.in_flight.reset();
+  m.cancel(*on_strand_.cancel_source); // may answer the request here: its sink posts the write
 }
 
 /// On the model's instance thread (or wherever the model answers): the response into the

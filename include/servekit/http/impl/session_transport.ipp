@@ -375,11 +375,14 @@ SERVEKIT_DECL void session::on_read_ahead(const error_code& ec, std::size_t n) {
     return;
   case phase::handling:
     if (ec) {
-      close(); // the client left: its response has nowhere to go
+      cancel_in_flight(); // the client left: its request need not run
+      close();            // and its response has nowhere to go
     }
     return; // else: the next request's bytes, parsed once this one is answered
   case phase::writing:
-    if (ec) {
+    if (ec && handoff_.streaming && !on_strand_.stream_final_queued && !on_strand_.stream_broken) {
+      give_up_stream(); // the client left mid-stream: cancels the request, closes
+    } else if (ec) {
       on_strand_.close_after = true; // nothing more comes: close once the response is out
     }
     return;

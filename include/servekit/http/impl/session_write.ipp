@@ -72,6 +72,7 @@ SERVEKIT_DECL void session::write() {
 SERVEKIT_DECL void session::write_response() {
   on_strand_.phase = phase::writing;
   handoff_.model.reset(); // a retired model's last reference goes to the repository's reaper
+  on_strand_.in_flight.reset();
   on_strand_.close_after =
       !on_strand_.keep_alive || on_strand_.stopping || on_strand_.drain_after_write;
   on_strand_.head.clear();
