@@ -340,19 +340,6 @@ SERVEKIT_GRPC_UNARY(Check, ::grpc::health::v1::HealthCheckRequest,
 #undef SERVEKIT_GRPC_INFERENCE_UNARY
 #undef SERVEKIT_GRPC_UNARY
 
-struct ModelStreamInfer_kind {
-  struct request {}; // a bidirectional stream has no first request
-  using stream = ::grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse,
-                                                 inference::ModelInferRequest>;
-  static constexpr std::string_view message =
-      "ModelStreamInfer is not implemented by this server yet: use ModelInfer (a decoupled "
-      "model's responses reach an HTTP client through /generate_stream)";
-  static void post(server_state& s, ::grpc::ServerContext* context, request*, stream* st,
-                   ::grpc::ServerCompletionQueue* cq, void* tag) {
-    s.inference_rpcs().RequestModelStreamInfer(context, st, cq, cq, tag);
-  }
-};
-
 struct Watch_kind {
   using request = ::grpc::health::v1::HealthCheckRequest;
   using stream = ::grpc::ServerAsyncWriter<::grpc::health::v1::HealthCheckResponse>;
@@ -706,6 +693,274 @@ std::optional<::grpc::Status> ModelInfer_kind::handle(server_state& s,
   return std::nullopt;
 }
 
+// ---- ModelStreamInfer -------------------------------------------------------------------------
+
+class stream_call;
+
+/// One request read from a stream: its message (which raw views read in place, so it lives until
+/// the last view is released) and what its responses need. Counted: one reference for the
+/// request in flight (the sink's, until the final response), one per view; the last release frees
+/// it and drops its reference on the stream.
+struct stream_request {
+  explicit stream_request(stream_call& s) : stream{s} {}
+
+  stream_call& stream;
+  inference::ModelInferRequest message;
+  std::shared_ptr<const loaded_model> model;
+  std::vector<std::string> requested_outputs;
+  bool empty_final = false; // triton_enable_empty_final_response
+  std::atomic<int> refs{1};
+
+  static void acquire(void* self) noexcept {
+    static_cast<stream_request*>(self)->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  static void release_view(void* self, std::byte*, std::size_t) noexcept {
+    static_cast<stream_request*>(self)->release();
+  }
+  void release() noexcept;
+};
+
+/// One ModelStreamInfer stream: requests are read one after the other (so a sequence's requests
+/// are submitted in the order sent) and submitted at once; every response of each (several for a
+/// decoupled model) is written in the order the models answer, one write at a time, from
+/// whichever thread answers; an error answers its request in `error_message` and the stream goes
+/// on. When the client has closed its side and every request has had its final response written,
+/// the stream finishes OK.
+class stream_call final : public call_base {
+public:
+  stream_call(server_state& state, ::grpc::ServerCompletionQueue* cq) : state_{state}, cq_{cq} {}
+
+  void start() {
+    state_.inference_rpcs().RequestModelStreamInfer(&context_, &stream_, cq_, cq_, &matched_op_);
+  }
+
+  void proceed(bool) override {} // every operation has a tag of its own (op)
+
+  /// A response for the client, from the model's thread (or this one, for errors). `final_of`:
+  /// the request whose final response this is, which is then released.
+  void send(std::unique_ptr<inference::ModelStreamInferResponse> message,
+            stream_request* final_of) {
+    {
+      const std::lock_guard lock{mutex_};
+      if (message && !broken_) {
+        writes_.push_back(std::move(message));
+        if (!writing_) {
+          writing_ = true;
+          stream_.Write(*writes_.front(), &write_op_);
+        }
+      }
+      if (final_of != nullptr) {
+        --pending_;
+        finish_if_done();
+      }
+    }
+    if (final_of != nullptr) {
+      final_of->release();
+    }
+  }
+
+  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      server_state& state = state_;
+      delete this;
+      state.call_ended();
+    }
+  }
+
+private:
+  /// A completion-queue tag for one kind of operation of the stream.
+  struct op final : call_base {
+    op(stream_call* s, void (stream_call::*f)(bool)) : self{s}, on{f} {}
+    stream_call* self;
+    void (stream_call::*on)(bool);
+    void proceed(bool ok) override { (self->*on)(ok); }
+  };
+
+  void on_matched(bool ok) {
+    if (!ok) { // the server is shutting down: never matched
+      delete this;
+      return;
+    }
+    state_.call_started();
+    state_.post<stream_call>(cq_);
+    read_next();
+  }
+
+  void read_next() {
+    add_ref();
+    next_ = new stream_request{*this};
+    stream_.Read(&next_->message, &read_op_);
+  }
+
+  void on_read(bool ok) {
+    stream_request* request = std::exchange(next_, nullptr);
+    if (!ok) { // the client closed its side (or went away)
+      request->release();
+      const std::lock_guard lock{mutex_};
+      reads_done_ = true;
+      finish_if_done();
+      return;
+    }
+    handle(*request);
+    read_next();
+  }
+
+  /// `message` answering `request` with an error (its id and model named, so a client can tell
+  /// which request failed); the request is released.
+  void fail(stream_request& request, const std::string& message) {
+    auto m = std::make_unique<inference::ModelStreamInferResponse>();
+    m->set_error_message(message);
+    m->mutable_infer_response()->set_model_name(request.message.model_name());
+    m->mutable_infer_response()->set_model_version(request.message.model_version());
+    m->mutable_infer_response()->set_id(request.message.id());
+    {
+      const std::lock_guard lock{mutex_};
+      ++pending_;
+    }
+    send(std::move(m), &request);
+  }
+
+  void handle(stream_request& request);
+  void on_write(bool ok);
+  void on_finished(bool) { release(); }
+
+  void finish_if_done() { // with mutex_ held
+    if (reads_done_ && pending_ == 0 && !writing_ && !finishing_) {
+      finishing_ = true;
+      stream_.Finish(::grpc::Status::OK, &finish_op_);
+    }
+  }
+
+  server_state& state_;
+  ::grpc::ServerCompletionQueue* cq_;
+  ::grpc::ServerContext context_;
+  ::grpc::ServerAsyncReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>
+      stream_{&context_};
+  op matched_op_{this, &stream_call::on_matched};
+  op read_op_{this, &stream_call::on_read};
+  op write_op_{this, &stream_call::on_write};
+  op finish_op_{this, &stream_call::on_finished};
+  stream_request* next_ = nullptr; // the request being read (only the queue's thread)
+  std::atomic<int> refs_{1};       // gRPC's (until Finish completes), one per stream_request
+
+  std::mutex mutex_; // guards what follows
+  std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> writes_;
+  std::size_t pending_ = 0; // requests submitted whose final response is not yet queued
+  bool writing_ = false;
+  bool reads_done_ = false;
+  bool finishing_ = false;
+  bool broken_ = false; // a write failed: the client is gone, responses are dropped
+};
+
+void stream_request::release() noexcept {
+  if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    stream_call& s = stream;
+    delete this;
+    s.release();
+  }
+}
+
+void stream_call::on_write(bool ok) {
+  const std::lock_guard lock{mutex_};
+  writes_.pop_front();
+  if (!ok) {
+    broken_ = true;
+    writes_.clear();
+  }
+  if (!writes_.empty()) {
+    stream_.Write(*writes_.front(), &write_op_);
+    return;
+  }
+  writing_ = false;
+  finish_if_done();
+}
+
+/// ModelStreamInfer's response sink: each response into a ModelStreamInferResponse with
+/// Triton's `triton_final_response` parameter, queued for writing; the final one releases the
+/// request. A final response with no outputs and no parameters (a decoupled model's flag-only
+/// final) is written only when the request asked with `triton_enable_empty_final_response`, as
+/// Triton does.
+struct stream_sink {
+  stream_request* request;
+
+  void operator()(response&& r) const {
+    std::unique_ptr<inference::ModelStreamInferResponse> m;
+    try {
+      m = std::make_unique<inference::ModelStreamInferResponse>();
+      auto& out = *m->mutable_infer_response();
+      const auto& config = request->model->options();
+      if (!r.ok()) {
+        m->set_error_message(r.status.message());
+        out.set_model_name(config.name);
+        out.set_model_version(std::to_string(config.version));
+        out.set_id(request->message.id());
+      } else if (r.final && r.outputs.empty() && r.parameters.empty() && !request->empty_final) {
+        m.reset();
+      } else if (const status s = encode_infer_response(r, config.name, config.version,
+                                                        request->requested_outputs, out);
+                 !s.ok()) {
+        m->set_error_message(s.message());
+      } else {
+        (*out.mutable_parameters())["triton_final_response"].set_bool_param(r.final);
+      }
+    } catch (...) {
+      m.reset(); // out of memory: the response is lost, the stream goes on
+    }
+    request->stream.send(std::move(m), r.final ? request : nullptr);
+  }
+};
+
+void stream_call::handle(stream_request& request) {
+  auto& in = request.message;
+  auto& parameters = *in.mutable_parameters();
+  if (const auto it = parameters.find("triton_enable_empty_final_response");
+      it != parameters.end()) {
+    if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+      fail(request, "Unable to parse 'triton_enable_empty_final_response': expected true or "
+                    "false");
+      return;
+    }
+    request.empty_final = it->second.bool_param();
+    parameters.erase(it);
+  }
+  ::grpc::Status error;
+  request.model = find_model(state_, in.model_name(), in.model_version(), error);
+  if (!request.model) {
+    fail(request, error.error_message());
+    return;
+  }
+  const model_ref ref = request.model->model();
+  servekit::request r;
+  const raw_view_owner views{&stream_request::acquire, &stream_request::release_view, &request};
+  if (const status st = decode_infer_request(in, r, state_.options().limits, views); !st.ok()) {
+    fail(request, st.message());
+    return;
+  }
+  const auto outputs = ref.outputs();
+  for (const auto& o : r.requested_outputs) {
+    if (std::none_of(outputs.begin(), outputs.end(),
+                     [&](const auto& declared) { return declared.name == o; })) {
+      fail(request, fmt::format("unexpected inference output '{}' for model '{}'", o,
+                                request.model->options().name));
+      return;
+    }
+  }
+  request.requested_outputs = r.requested_outputs;
+  {
+    const std::lock_guard lock{mutex_};
+    ++pending_;
+  }
+  // From a successful submit on, the sink owns the request's reference.
+  if (const status st = ref.submit(std::move(r), stream_sink{&request}); !st.ok()) {
+    {
+      const std::lock_guard lock{mutex_};
+      --pending_;
+    }
+    fail(request, st.message());
+  }
+}
+
 [[nodiscard]] std::string listen_address(const std::string& host, std::uint16_t port) {
   if (host.find(':') != std::string::npos && !host.starts_with('[')) {
     return fmt::format("[{}]:{}", host, port); // an IPv6 literal
@@ -782,7 +1037,7 @@ void server_state::post_all(::grpc::ServerCompletionQueue* cq) {
   post<unary_call<TraceSetting_kind>>(cq);
   post<unary_call<LogSettings_kind>>(cq);
   post<unary_call<Check_kind>>(cq);
-  post<unimplemented_stream_call<ModelStreamInfer_kind>>(cq);
+  post<stream_call>(cq);
   post<unimplemented_stream_call<Watch_kind>>(cq);
 }
 

@@ -528,6 +528,131 @@ TEST(GrpcServer, BadInferRequestsGetTheirStatusAndMessage) {
   expect_error(q, ::grpc::StatusCode::INVALID_ARGUMENT, "use ModelStreamInfer");
 }
 
+// -- ModelStreamInfer
+// ------------------------------------------------------------------------------
+
+using stream_type =
+    ::grpc::ClientReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>;
+
+bool final_flag(const inference::ModelStreamInferResponse& r) {
+  const auto& p = r.infer_response().parameters();
+  const auto it = p.find("triton_final_response");
+  return it != p.end() && it->second.bool_param();
+}
+
+/// repeat_int32 with IN = `values` (no delays, no wait).
+inference::ModelInferRequest repeat_request(const std::vector<std::int32_t>& values) {
+  inference::ModelInferRequest q;
+  q.set_model_name("repeat_int32");
+  const auto n = static_cast<std::int64_t>(values.size());
+  add_input(q, "IN", "INT32", {n});
+  add_input(q, "DELAY", "UINT32", {n});
+  add_input(q, "WAIT", "UINT32", {1});
+  for (const auto v : values) {
+    q.mutable_inputs(0)->mutable_contents()->add_int_contents(v);
+    q.mutable_inputs(1)->mutable_contents()->add_uint_contents(0);
+  }
+  q.mutable_inputs(2)->mutable_contents()->add_uint_contents(0);
+  return q;
+}
+
+TEST(GrpcStream, EveryResponseOfADecoupledModelIsStreamed) {
+  served s;
+  context c;
+  const auto stream = s.stub().ModelStreamInfer(&c);
+  auto q = repeat_request({10, 20, 30});
+  q.set_id("first");
+  ASSERT_TRUE(stream->Write(q));
+  std::vector<std::int32_t> values;
+  inference::ModelStreamInferResponse r;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(stream->Read(&r));
+    ASSERT_EQ(r.error_message(), "");
+    EXPECT_EQ(r.infer_response().id(), "first");
+    EXPECT_FALSE(final_flag(r));
+    std::int32_t out = 0;
+    ASSERT_EQ(r.infer_response().raw_output_contents(0).size(), sizeof(out));
+    std::memcpy(&out, r.infer_response().raw_output_contents(0).data(), sizeof(out));
+    values.push_back(out);
+  }
+  EXPECT_EQ(values, (std::vector<std::int32_t>{10, 20, 30}));
+
+  // Asked for, the empty final response comes too, flagged final.
+  q = repeat_request({7});
+  (*q.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
+  ASSERT_TRUE(stream->Write(q));
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_FALSE(final_flag(r));
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_TRUE(final_flag(r));
+  EXPECT_EQ(r.infer_response().outputs_size(), 0);
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_FALSE(stream->Read(&r));
+  const auto st = stream->Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
+TEST(GrpcStream, AnErrorAnswersItsRequestAndTheStreamGoesOn) {
+  served s;
+  context c;
+  const auto stream = s.stub().ModelStreamInfer(&c);
+  auto bad = add_sub_request();
+  bad.set_model_name("nope");
+  bad.set_id("bad");
+  ASSERT_TRUE(stream->Write(bad));
+  inference::ModelStreamInferResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.error_message(), "Request for unknown model: 'nope' is not found");
+  EXPECT_EQ(r.infer_response().id(), "bad");
+  auto wrong = add_sub_request();
+  wrong.mutable_raw_input_contents()->RemoveLast();
+  ASSERT_TRUE(stream->Write(wrong));
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_NE(r.error_message().find("raw_input_contents"), std::string::npos) << r.error_message();
+
+  auto good = add_sub_request();
+  good.set_id("good");
+  ASSERT_TRUE(stream->Write(good));
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.error_message(), "");
+  EXPECT_EQ(r.infer_response().id(), "good");
+  EXPECT_TRUE(final_flag(r)); // a model that is not decoupled: one response, the final one
+  EXPECT_EQ(floats_of(r.infer_response().raw_output_contents(0))[3], 4.0F);
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST(GrpcStream, ASequenceKeepsItsOrder) {
+  served s;
+  context c;
+  const auto stream = s.stub().ModelStreamInfer(&c);
+  for (std::int32_t v = 1; v <= 20; ++v) {
+    inference::ModelInferRequest q;
+    q.set_model_name("accumulate");
+    q.set_id(std::to_string(v));
+    add_input(q, "INPUT", "INT32", {1, 1});
+    q.mutable_inputs(0)->mutable_contents()->add_int_contents(v);
+    (*q.mutable_parameters())["sequence_id"].set_string_param("stream-sequence");
+    (*q.mutable_parameters())["sequence_start"].set_bool_param(v == 1);
+    (*q.mutable_parameters())["sequence_end"].set_bool_param(v == 20);
+    ASSERT_TRUE(stream->Write(q));
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  inference::ModelStreamInferResponse r;
+  std::int32_t sum = 0;
+  for (std::int32_t v = 1; v <= 20; ++v) {
+    ASSERT_TRUE(stream->Read(&r));
+    ASSERT_EQ(r.error_message(), "");
+    EXPECT_EQ(r.infer_response().id(), std::to_string(v));
+    sum += v;
+    std::int32_t out = 0;
+    std::memcpy(&out, r.infer_response().raw_output_contents(0).data(), sizeof(out));
+    EXPECT_EQ(out, sum);
+  }
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
 // -- statistics, repository ----------------------------------------------------------------------
 
 TEST(GrpcServer, ModelStatisticsCountInferences) {

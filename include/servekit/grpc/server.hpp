@@ -13,9 +13,10 @@
 ///
 /// Threading: gRPC's asynchronous completion-queue API, one completion queue per thread
 /// (options.thread_count), each with calls of every RPC posted in advance, as gRPC's performance
-/// notes advise and Triton does; no thread per request. A ModelInfer call holds no thread while
-/// the model works on it: the response sink (on a model instance thread) encodes the response
-/// there and finishes the call. Repository load/unload run on a separate thread.
+/// notes advise and Triton does; no thread per request. A ModelInfer call (or a stream's request)
+/// holds no thread while the model works on it: the response sink (on a model instance thread)
+/// encodes the response there and finishes the call. Repository load/unload run on a separate
+/// thread.
 ///
 /// This header includes no gRPC header: the front end and the generated classes are compiled
 /// once into servekit::grpc (src/grpc/), so including it costs what model_repository costs.
@@ -38,10 +39,12 @@ class server_state;
 /// - ServerLive, ServerReady, ModelReady; ServerMetadata, ModelMetadata, ModelConfig;
 /// - ModelInfer (typed contents or raw_input_contents, raw_output_contents out, parameters both
 ///   ways; a decoupled model is refused: use ModelStreamInfer);
+/// - ModelStreamInfer (every response of each request, with Triton's `triton_final_response`;
+///   an error answers its request in `error_message` and the stream goes on);
 /// - ModelStatistics, RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload;
 /// - grpc.health.v1.Health/Check.
-/// The shared-memory, trace and log RPCs, ModelStreamInfer and Health/Watch answer
-/// UNIMPLEMENTED naming what is missing.
+/// The shared-memory, trace and log RPCs and Health/Watch answer UNIMPLEMENTED naming what is
+/// missing.
 ///
 /// Errors carry the HTTP front end's messages, with Triton's gRPC status codes: INVALID_ARGUMENT
 /// (bad input), NOT_FOUND (unknown model or version), UNAVAILABLE (not ready, queue full,
