@@ -3,6 +3,7 @@
 // registered test backend, driven by the grpc++ stubs generated from
 // proto/servekit/grpc/grpc_service.proto: every RPC, values, parameters both ways, sequences,
 // and the status codes and messages of bad requests.
+#include "archetypes/gate.hpp"
 #include "archetypes/temp_repository.hpp"
 
 #include "bundled_backends.hpp"
@@ -36,6 +37,11 @@ using servekit::data_type;
 
 const fs::path bundled_models = fs::path{SERVEKIT_SOURCE_DIR} / "examples" / "models";
 
+/// A request with the parameter "hold": true opens `held_entered` when it executes, then waits
+/// for `held_release` (set by the test that sends it).
+archetypes::gate* held_entered = nullptr;
+archetypes::gate* held_release = nullptr;
+
 /// Y = X * "scale" (default 1); answers with the parameters "tokens" (the request's
 /// "max_tokens", default 16) and "user" (the request's, when set).
 struct knob_backend {
@@ -58,6 +64,11 @@ struct knob_backend {
       if (servekit::status s = req.parameters.get("max_tokens", max_tokens); !s.ok()) {
         res.status = std::move(s);
         continue;
+      }
+      bool hold = false;
+      if (req.parameters.get("hold", hold).ok() && hold && held_entered != nullptr) {
+        held_entered->open();
+        EXPECT_TRUE(held_release->wait());
       }
       const servekit::tensor& x = req.input("X");
       auto& y = res.add_output("Y", data_type::fp32, x.shape);
@@ -815,6 +826,62 @@ TEST(GrpcServer, CallsFromManyThreadsAreAllAnswered) {
     c.join();
   }
   EXPECT_EQ(answered.load(), 100);
+}
+
+TEST(GrpcServer, StopAnswersTheCallsInFlight) {
+  archetypes::gate entered;
+  archetypes::gate release;
+  held_entered = &entered;
+  held_release = &release;
+  {
+    served s;
+    inference::ModelInferRequest q;
+    q.set_model_name("knobs");
+    add_input(q, "X", "FP32", {1, 4});
+    q.add_raw_input_contents(raw_floats({1, 2, 3, 4}));
+    (*q.mutable_parameters())["hold"].set_bool_param(true);
+    inference::ModelInferResponse r;
+    ::grpc::Status st;
+    std::thread client{[&] { st = infer(s, q, r); }};
+    ASSERT_TRUE(entered.wait()); // the call is in the model now
+    s.server().stop();
+    release.open();
+    client.join();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(floats_of(r.raw_output_contents(0)), (std::vector<float>{1, 2, 3, 4}));
+    // ~served joins run(), which returns once the call is released.
+  }
+  held_entered = nullptr;
+  held_release = nullptr;
+}
+
+TEST(GrpcServer, PastTheExitTimeoutACallIsCancelledAndItsModelWaitedFor) {
+  archetypes::gate entered;
+  archetypes::gate release;
+  held_entered = &entered;
+  held_release = &release;
+  {
+    auto options = served::default_options();
+    options.exit_timeout = std::chrono::milliseconds{0};
+    served s{options};
+    inference::ModelInferRequest q;
+    q.set_model_name("knobs");
+    add_input(q, "X", "FP32", {1, 4});
+    q.add_raw_input_contents(raw_floats({1, 2, 3, 4}));
+    (*q.mutable_parameters())["hold"].set_bool_param(true);
+    inference::ModelInferResponse r;
+    ::grpc::Status st;
+    std::thread client{[&] { st = infer(s, q, r); }};
+    ASSERT_TRUE(entered.wait());
+    s.server().stop();
+    client.join(); // gRPC cancelled the call at once
+    EXPECT_FALSE(st.ok());
+    // The model still answers (into the cancelled call) after the client has gone; run() must
+    // keep the queues until then.
+    release.open();
+  }
+  held_entered = nullptr;
+  held_release = nullptr;
 }
 
 TEST(GrpcServer, APortInUseIsAnError) {
