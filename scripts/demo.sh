@@ -43,7 +43,7 @@ set +x
 
 port_flags=(--http-port 8000)
 if [ "$load" -eq 1 ]; then
-  port_flags=(--http-port 0)
+  port_flags=(--http-port 0 --grpc-port 0)
 fi
 
 # The bundled models use the rate limiter (gpu_mlp and gpu_accumulate share "gpu_compute") and

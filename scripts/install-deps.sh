@@ -8,6 +8,8 @@
 # graphs and tensors, which tests/onnx runs.
 # libtorch-dev (LibTorch 1.13, CPU; about 160 packages, 500 MB installed) is the LibTorch backend's
 # (servekit::libtorch, docs/backends.md); without it that backend is left out of the build.
+# libgrpc++-dev and protobuf-compiler-grpc build the gRPC front end (servekit::grpc, docs/grpc.md);
+# python3-grpcio and python3-protobuf are the Python gRPC client its tests use.
 set -euo pipefail
 
 packages=(
@@ -31,6 +33,10 @@ packages=(
   libopencv-dnn-dev
   libonnx-testdata
   libtorch-dev
+  libgrpc++-dev
+  protobuf-compiler-grpc
+  python3-grpcio
+  python3-protobuf
 )
 
 missing=()

@@ -1,7 +1,10 @@
-// servekit-server: serves a model repository over KServe v2 HTTP/REST, Triton style. Copy it for
-// your own server: put your backends in bundled_backends.hpp (or your own backend_list).
+// servekit-server: serves a model repository over KServe v2 HTTP/REST and gRPC (in builds with
+// servekit::grpc), Triton style. Copy it for your own server: put your backends in
+// bundled_backends.hpp (or your own backend_list).
 //
 //   servekit-server [--model-repository DIR] [--http-port N] [--host ADDR]
+//                   [--grpc-port N] [--grpc-address ADDR] [--grpc-infer-thread-count N]
+//                   [--allow-http BOOL] [--allow-grpc BOOL]
 //                   [--rate-limit off|execution_count] [--rate-limit-resource NAME:COUNT[:DEV]]
 //                   [--cache-config local,size=BYTES]
 //                   [--model-control-mode none|explicit|poll] [--load-model NAME]...
@@ -12,6 +15,9 @@
 #include <servekit/http.hpp>
 #include <servekit/repository/model_repository.hpp>
 #include <servekit/repository/repository_poller.hpp>
+#if defined(SERVEKIT_HAS_GRPC)
+#include <servekit/grpc.hpp>
+#endif
 
 #include <fmt/format.h>
 
@@ -20,9 +26,14 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <variant>
+
+#include <csignal>
+#include <pthread.h>
 
 namespace {
 
@@ -37,6 +48,22 @@ std::string describe(const servekit::model_options& c) {
   return what + (c.dynamic_batching ? ", dynamic_batching" : "");
 }
 
+#if defined(SERVEKIT_HAS_GRPC)
+/// The gRPC front end's options from the flags: the HTTP address unless --grpc-address, and
+/// HTTP's readiness, exit timeout, model control and request limits.
+servekit::grpc::server_options grpc_options(const servekit::http::server_flags& flags) {
+  servekit::grpc::server_options o;
+  o.host = flags.grpc.host.value_or(flags.http.host);
+  o.port = flags.grpc.port;
+  o.thread_count = flags.grpc.thread_count;
+  o.strict_readiness = flags.http.strict_readiness;
+  o.exit_timeout = flags.http.exit_timeout;
+  o.model_control = flags.http.model_control;
+  o.limits = flags.http.limits;
+  return o;
+}
+#endif
+
 } // namespace
 
 int main(int argc, char** argv) try {
@@ -45,6 +72,16 @@ int main(int argc, char** argv) try {
     return *exit_code; // --help, or a bad flag (already printed)
   }
   const auto& flags = std::get<servekit::http::server_flags>(parsed);
+  // Without HTTP (whose server handles SIGINT/SIGTERM), the signals are blocked before any
+  // thread starts (model instances, gRPC's own), so that they reach only the thread that waits
+  // for them below instead of ending the process.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  if (!flags.grpc.allow_http) {
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  }
 
   if (!std::filesystem::is_directory(flags.model_repository)) {
     fmt::print(stderr, "servekit-server: no model repository at '{}'\n",
@@ -91,11 +128,52 @@ int main(int argc, char** argv) try {
     poller->start();
   }
 
-  servekit::http::server server{models, flags.http};
-  server.stop_on_signals(); // SIGINT/SIGTERM: stop accepting, answer what is in flight, return
-  fmt::print("HTTP listening on {}:{}\n", server.host(), server.port());
-  std::fflush(stdout); // scripts wait for this line to know the port
-  server.run();        // until SIGINT/SIGTERM; in-flight requests are answered first
+#if defined(SERVEKIT_HAS_GRPC)
+  std::unique_ptr<servekit::grpc::server> grpc_server;
+  std::thread grpc_thread;
+  if (flags.grpc.allow_grpc) {
+    grpc_server = std::make_unique<servekit::grpc::server>(models, grpc_options(flags));
+    fmt::print("GRPC listening on {}:{}\n", grpc_server->host(), grpc_server->port());
+    std::fflush(stdout);
+  }
+#else
+  if (!flags.grpc.allow_http) {
+    fmt::print(stderr, "servekit-server: --allow-http false, and this build has no gRPC "
+                       "(SERVEKIT_GRPC): nothing to serve\n");
+    return 1;
+  }
+#endif
+  if (flags.grpc.allow_http) {
+    servekit::http::server server{models, flags.http};
+    server.stop_on_signals(); // SIGINT/SIGTERM: stop accepting, answer what is in flight, return
+#if defined(SERVEKIT_HAS_GRPC)
+    if (grpc_server) {
+      grpc_thread = std::thread{[&] { grpc_server->run(); }};
+    }
+#endif
+    fmt::print("HTTP listening on {}:{}\n", server.host(), server.port());
+    std::fflush(stdout); // scripts wait for this line to know the port
+    server.run();        // until SIGINT/SIGTERM; in-flight requests are answered first
+  }
+#if defined(SERVEKIT_HAS_GRPC)
+  else {
+    // gRPC alone: SIGINT/SIGTERM (blocked in every thread, see above) are taken by one thread,
+    // which stops the server.
+    std::thread waiter{[&] {
+      int signal = 0;
+      sigwait(&stop_signals, &signal);
+      grpc_server->stop();
+    }};
+    waiter.detach(); // blocked in sigwait until a signal; the process ends without it
+    grpc_server->run();
+  }
+  if (grpc_server) {
+    grpc_server->stop();
+    if (grpc_thread.joinable()) {
+      grpc_thread.join();
+    }
+  }
+#endif
   if (poller) {
     poller->stop(); // before the repository it changes is destroyed
   }

@@ -198,7 +198,8 @@ def main():
         stdout_path = os.path.join(work, "stdout")
         with open(stdout_path, "wb") as stdout, open(os.path.join(work, "stderr"), "wb") as stderr:
             server = subprocess.Popen(
-                [server_bin, "--model-repository", repository, "--http-port", "0"],
+                [server_bin, "--model-repository", repository, "--http-port", "0",
+                 "--grpc-port", "0"],
                 stdout=stdout,
                 stderr=stderr,
             )

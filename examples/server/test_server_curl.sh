@@ -36,7 +36,7 @@ fail() {
   exit 1
 }
 
-"$server_bin" --model-repository "$repository" --http-port 0 >"$work/stdout" 2>"$work/stderr" &
+"$server_bin" --model-repository "$repository" --http-port 0 --grpc-port 0 >"$work/stdout" 2>"$work/stderr" &
 server=$!
 
 # A bounded wait for the port line (the server flushes it once it accepts connections).

@@ -141,7 +141,8 @@ class Server:
         self.stdout_path = os.path.join(workdir, name + ".stdout")
         self.stderr_path = os.path.join(workdir, name + ".stderr")
         self.proc = subprocess.Popen(
-            [binary, "--model-repository", repository, "--http-port", "0", *flags],
+            [binary, "--model-repository", repository, "--http-port", "0", "--grpc-port", "0",
+             *flags],
             stdout=open(self.stdout_path, "wb"),
             stderr=open(self.stderr_path, "wb"),
         )

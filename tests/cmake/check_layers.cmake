@@ -19,7 +19,7 @@ endif()
 
 # Which folders each folder may include, besides itself. Lower layers first.
 set(_layers core backend queue metrics state schedule cache runtime config ensemble repository http
-            cuda onnx libtorch)
+            grpc cuda onnx libtorch)
 set(_allow_core "")
 set(_allow_backend core)
 set(_allow_queue core)
@@ -32,6 +32,9 @@ set(_allow_config ${_allow_runtime} runtime)
 set(_allow_ensemble ${_allow_runtime} runtime)
 set(_allow_repository ${_allow_runtime} runtime config ensemble)
 set(_allow_http ${_allow_repository} repository)
+# The gRPC front end sits beside HTTP and reuses its transport-neutral pieces (readiness, the
+# metadata's server name and extensions, the model-control options).
+set(_allow_grpc ${_allow_http} http)
 set(_allow_cuda core backend schedule state)
 set(_allow_onnx ${_allow_runtime} runtime)
 set(_allow_libtorch core backend)

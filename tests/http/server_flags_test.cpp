@@ -338,4 +338,57 @@ TEST(ServerFlags, TransportFlagErrors) {
         "--http-stream-buffer-bytes: expected a positive number of bytes, got '0'");
 }
 
+// ---- the gRPC endpoint flags (http/grpc_flags.hpp) ----------------------------------------
+
+TEST(ServerFlags, GrpcDefaultsAreTritons) {
+  const auto p = parse({});
+  const auto& g = flags_of(p).grpc;
+  EXPECT_TRUE(g.allow_grpc);
+  EXPECT_TRUE(g.allow_http);
+  EXPECT_EQ(g.port, 8001);
+  EXPECT_FALSE(g.host.has_value());
+  EXPECT_EQ(g.thread_count, 0U);
+}
+
+TEST(ServerFlags, GrpcFlagsBothSpellings) {
+  const auto p = parse({"--grpc-port", "0", "--grpc-address=::1", "--grpc-infer-thread-count", "3",
+                        "--allow-http=false", "--allow-grpc", "1"});
+  const auto& g = flags_of(p).grpc;
+  EXPECT_EQ(g.port, 0);
+  EXPECT_EQ(g.host, "::1");
+  EXPECT_EQ(g.thread_count, 3U);
+  EXPECT_FALSE(g.allow_http);
+  EXPECT_TRUE(g.allow_grpc);
+}
+
+TEST(ServerFlags, GrpcFlagErrors) {
+  const auto error = [](std::initializer_list<std::string_view> args) {
+    const auto p = parse(args);
+    EXPECT_EQ(code_of(p), 2);
+    return p.err;
+  };
+  EXPECT_NE(error({"--grpc-port", "65536"})
+                .find("--grpc-port: expected a port number 0..65535, "
+                      "got '65536'"),
+            std::string::npos);
+  EXPECT_NE(error({"--grpc-infer-thread-count=x"})
+                .find("--grpc-infer-thread-count: expected a "
+                      "thread count"),
+            std::string::npos);
+  EXPECT_NE(error({"--allow-grpc", "yes"}).find("--allow-grpc: expected true, false, 1 or 0"),
+            std::string::npos);
+  EXPECT_NE(error({"--grpc-address="}).find("--grpc-address: expected an address"),
+            std::string::npos);
+  EXPECT_NE(error({"--allow-http", "0", "--allow-grpc", "false"}).find("leaves nothing to serve"),
+            std::string::npos);
+}
+
+TEST(ServerFlags, UsageListsTheGrpcFlags) {
+  const auto p = parse({"--help"});
+  for (const char* flag : {"--allow-grpc", "--allow-http", "--grpc-port", "--grpc-address",
+                           "--grpc-infer-thread-count"}) {
+    EXPECT_NE(p.out.find(flag), std::string::npos) << flag;
+  }
+}
+
 } // namespace

@@ -5,14 +5,17 @@
 /// server (server.hpp) calls them; they do no I/O, so a user's own front end can reuse them.
 
 #include <servekit/config/detail/json_teardown.hpp>
+#include <servekit/core/status.hpp>
 #include <servekit/http/prometheus.hpp>
 #include <servekit/http/statistics_json.hpp>
 #include <servekit/repository/model_repository.hpp>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +71,41 @@ inline void write_metrics(const model_repository& models, std::string& out) {
     writer.add(m->options().name, m->options().version, m->model().statistics());
   }
   writer.write(out);
+}
+
+/// Why model `name`, version `version` (-1: the one its version policy serves), which
+/// model_repository::find did not return, cannot be served, with the front ends' messages:
+/// not_found for an unknown model or version, unavailable for a model that is not ready (its state
+/// and reason) or was published between the two looks. nullopt for a model the repository knows
+/// but that is not ready, when `not_ready_is_error` is false (the ready endpoints answer that
+/// without a message).
+[[nodiscard]] inline std::optional<status> missing_model_status(const model_repository& models,
+                                                                std::string_view name,
+                                                                std::int64_t version,
+                                                                bool not_ready_is_error = true) {
+  const auto entry = models.status_of(name);
+  if (!entry) {
+    return not_found(fmt::format("Request for unknown model: '{}' is not found", name));
+  }
+  if (entry->state == model_ready_state::ready && version != -1) {
+    return not_found(
+        fmt::format("Request for unknown model: '{}' version {} is not found", name, version));
+  }
+  if (entry->state == model_ready_state::ready) {
+    // find() and status_of() read two snapshots: the model was published in between.
+    return unavailable(fmt::format(
+        "Request for model '{}' arrived while it was being loaded; send it again", name));
+  }
+  if (!not_ready_is_error) {
+    return std::nullopt;
+  }
+  std::string message = fmt::format("Request for model '{}' failed: the model is not ready ({})",
+                                    name, to_string(entry->state));
+  if (!entry->reason.empty()) {
+    message += ": ";
+    message += entry->reason;
+  }
+  return unavailable(std::move(message));
 }
 
 /// `GET /v2/health/ready`: with strict readiness, every model the repository knows is READY

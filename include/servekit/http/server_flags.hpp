@@ -7,6 +7,7 @@
 
 #include <servekit/cache/cache_config.hpp>
 #include <servekit/cache/response_cache.hpp>
+#include <servekit/http/grpc_flags.hpp>
 #include <servekit/http/model_control.hpp>
 #include <servekit/http/server_options.hpp>
 #include <servekit/runtime/model_environment.hpp>
@@ -48,6 +49,8 @@ struct server_flags {
   rate_limiter_settings rate_limiter;
   /// `--cache-config local,size=N`: a response cache; none without the flag.
   std::optional<response_cache_settings> cache;
+  /// --allow-grpc, --allow-http, --grpc-port, --grpc-address, --grpc-infer-thread-count.
+  grpc_endpoint_flags grpc;
 };
 
 /// The model_environment the flags ask for: a rate_limiter with execution_count, a
@@ -140,7 +143,7 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
   u += "Usage: ";
   u += program;
   u += " [options]\n\n"
-       "Serves the models of a model repository over KServe v2 HTTP/REST.\n\n"
+       "Serves the models of a model repository over KServe v2 HTTP/REST and gRPC.\n\n"
        "Options (Triton's names; give values as `--flag value` or `--flag=value`):\n"
        "  --model-repository DIR     the model repository (also --model-store)\n"
        "                             (default: ";
@@ -202,6 +205,7 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "                             shared-memory, trace, logging) (default: none)\n"
        "  --help                     print this and exit\n";
   u += transport_flags_usage();
+  u += grpc_flags_usage();
   u += "BOOL is true, false, 1 or 0.\n";
   return u;
 }
@@ -311,7 +315,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       cache_config,
       model_control,
       transport,
-      request_limit
+      request_limit,
+      grpc
     };
     kind k{};
     if (name == "--model-repository" || name == "--model-store") {
@@ -342,6 +347,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::transport;
     } else if (detail::is_request_limit_flag(name)) {
       k = kind::request_limit;
+    } else if (is_grpc_flag(name)) {
+      k = kind::grpc;
     } else {
       return fail(name, "unknown flag");
     }
@@ -452,6 +459,11 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
         return fail(name, *error);
       }
       break;
+    case kind::grpc:
+      if (const auto error = parse_grpc_flag(name, value, flags.grpc)) {
+        return fail(name, *error);
+      }
+      break;
     }
   }
   if (!flags.rate_limiter.resources.empty() &&
@@ -461,6 +473,9 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
   }
   if (const auto error = check_model_control_flags(flags.http.model_control)) {
     return fail("--load-model", *error);
+  }
+  if (!flags.grpc.allow_http && !flags.grpc.allow_grpc) {
+    return fail("--allow-http", "false together with --allow-grpc false leaves nothing to serve");
   }
   return flags;
 }

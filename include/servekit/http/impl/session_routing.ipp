@@ -7,6 +7,7 @@
 /// by src/http/session_routing.cpp, or included by http/server.hpp with SERVEKIT_HEADER_ONLY.
 
 #include <servekit/core/detail/linkage.hpp>
+#include <servekit/http/endpoints.hpp>
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
 #include <servekit/http/kserve_response.hpp>
@@ -118,35 +119,13 @@ SERVEKIT_DECL void session::dispatch_route() {
 /// know it (or does not serve that version); if it knows it and it is not READY, 503 with the
 /// reason, or, for GET .../ready (`ready_endpoint`), Triton's bodiless 400.
 SERVEKIT_DECL void session::reply_missing_model(bool ready_endpoint) {
-  const auto entry = server_.models().status_of(on_strand_.route.model);
-  if (!entry) {
-    reply_error(
-        404, fmt::format("Request for unknown model: '{}' is not found", on_strand_.route.model));
-    return;
-  }
-  if (entry->state == model_ready_state::ready && on_strand_.route.version != -1) {
-    reply_error(404, fmt::format("Request for unknown model: '{}' version {} is not found",
-                                 on_strand_.route.model, on_strand_.route.version));
-    return;
-  }
-  if (entry->state == model_ready_state::ready) {
-    // find() and status_of() read two snapshots: the model was published in between.
-    reply_error(503, fmt::format("Request for model '{}' arrived while it was being loaded; "
-                                 "send it again",
-                                 on_strand_.route.model));
-    return;
-  }
-  if (ready_endpoint) {
+  const auto s = missing_model_status(server_.models(), on_strand_.route.model,
+                                      on_strand_.route.version, !ready_endpoint);
+  if (!s) {
     reply_empty(400);
     return;
   }
-  std::string message = fmt::format("Request for model '{}' failed: the model is not ready ({})",
-                                    on_strand_.route.model, to_string(entry->state));
-  if (!entry->reason.empty()) {
-    message += ": ";
-    message += entry->reason;
-  }
-  reply_error(503, message);
+  reply_error(http_status_for(s->code()), s->message());
 }
 
 } // namespace detail
