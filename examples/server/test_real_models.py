@@ -125,7 +125,8 @@ def main():
             # demo.sh's flags: the bundled models use the rate limiter and the response cache.
             server = subprocess.Popen(
                 [server_bin, "--model-repository", repository, "--http-port", "0",
-                 "--rate-limit", "execution_count", "--cache-config", "local,size=16777216"],
+                 "--grpc-port", "0", "--rate-limit", "execution_count",
+                 "--cache-config", "local,size=16777216"],
                 stdout=stdout,
                 stderr=stderr,
             )
