@@ -320,4 +320,36 @@ TEST(LibTorchBackend, AGruCellKeepsItsHiddenStatePerSequence) {
   }
 }
 
+// Triton's PyTorch backend hands a control to forward() as [batch, 1] (the control's dims [1]
+// after the batch dimension); models written for Triton rely on it.
+TEST(LibTorchBackend, ControlInputsReachForwardAsBatchByOne) {
+  const torch_repository dir;
+  dir.add("control_echo", R"(
+platform: "pytorch_libtorch"
+max_batch_size: 4
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+sequence_batching {
+  control_input [ { name: "START__1"
+                    control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] } ]
+}
+)",
+          "control_echo");
+  servekit::model_repository repo{dir.root(), backends{}};
+  ASSERT_EQ(load_error(repo.load_all(), "control_echo"), "");
+  const auto m = repo.find("control_echo");
+  for (const bool start : {true, false}) {
+    servekit::request r;
+    r.sequence_id = 9;
+    r.sequence_start = start;
+    r.sequence_end = !start;
+    r.inputs.push_back(servekit::make_tensor("INPUT__0", shape{1, 1}, {0.5F}));
+    const auto out = infer_now(m->model(), std::move(r));
+    ASSERT_TRUE(out.ok()) << out.status.message();
+    const auto& t = out.output("OUTPUT__0");
+    EXPECT_EQ(t.shape, (shape{1, 1})) << "a control of shape [batch] reached forward()";
+    EXPECT_EQ(t.values<float>()[0], start ? 1.0F : 0.0F);
+  }
+}
+
 } // namespace libtorch_backend_test

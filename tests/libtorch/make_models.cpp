@@ -129,7 +129,8 @@ def forward(self, x):
 
 /// reference_models::gru_cell as TorchScript: (x, h, start) -> (h', h'), h' the next hidden
 /// state; the second result is the implicit state the sequence batcher keeps, and `start` (the
-/// sequence batcher's START control, 1 on a sequence's first request) resets it.
+/// sequence batcher's START control, 1 on a sequence's first request; [batch, 1] as Triton
+/// passes controls) resets it.
 torch::jit::Module gru() {
   using reference_models::gru_cell;
   const auto weights = gru_cell::seeded();
@@ -142,9 +143,20 @@ torch::jit::Module gru() {
   m.register_parameter("bias_hh", parameter(weights.bias_hh, {3 * gru_cell::hidden}), false);
   m.define(R"(
 def forward(self, x, h, start):
-    h = h * (1 - start).unsqueeze(1).to(h.dtype)
+    h = h * (1 - start).to(h.dtype)
     h1 = torch.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
     return (h1, h1)
+)");
+  return m;
+}
+
+/// Returns its START control as it receives it (FP32): [batch, 1] in a batching model, as Triton
+/// passes controls.
+torch::jit::Module control_echo() {
+  torch::jit::Module m{"control_echo"};
+  m.define(R"(
+def forward(self, x, start):
+    return start.float()
 )");
   return m;
 }
@@ -209,6 +221,7 @@ void write_test_models(const std::filesystem::path& folder) {
   save(returns_list(), folder, "returns_list");
   save(reshape(), folder, "reshape");
   save(gru(), folder, "gru");
+  save(control_echo(), folder, "control_echo");
 }
 
 } // namespace

@@ -170,7 +170,14 @@ inline void run(instance_module& m, batch& b, std::size_t first, std::size_t las
   const c10::NoGradGuard no_grad;
   m.arguments.clear();
   for (const bound_tensor& in : model.inputs) {
-    m.arguments.emplace_back(input_tensor(b, first, last, in));
+    at::Tensor t = input_tensor(b, first, last, in);
+    if (in.control && model.batched) {
+      // The sequence batcher gives a control one value per request; Triton's PyTorch backend
+      // hands it to forward() as [batch, 1] (the control's dims [1] after the batch), and
+      // models written for Triton expect that. A view: no copy.
+      t = t.unsqueeze(1);
+    }
+    m.arguments.emplace_back(std::move(t));
   }
   const c10::IValue returned = m.module.forward(m.arguments);
   m.arguments.clear();

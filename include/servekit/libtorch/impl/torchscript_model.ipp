@@ -76,7 +76,8 @@ struct bound_tensor {
   data_type type = data_type::invalid;
   at::ScalarType scalar = at::kFloat;
   std::size_t position = 0;
-  bool always = false; ///< an implicit state's output: returned whatever the request asks for
+  bool always = false;  ///< an implicit state's output: returned whatever the request asks for
+  bool control = false; ///< a sequence batcher control: [batch, 1] in a batching model, as Triton
 };
 
 /// A model's checked TorchScript file (the model state's contents).
@@ -369,6 +370,11 @@ load_and_check(const model_context& context) {
   model->input_naming = inputs.convention;
   model->output_naming = outputs.convention;
   model->inputs = bind_tensors(all_inputs, inputs, "input");
+  // The control inputs come first among the sequence inputs, then the states' inputs.
+  const std::size_t controls = context.sequence_inputs.size() - context.state_outputs.size();
+  for (std::size_t k = context.inputs.size(); k < context.inputs.size() + controls; ++k) {
+    model->inputs[k].control = true;
+  }
   std::sort(model->inputs.begin(), model->inputs.end(),
             [](const bound_tensor& a, const bound_tensor& b) { return a.position < b.position; });
   model->outputs = bind_tensors(all_outputs, outputs, "output");
