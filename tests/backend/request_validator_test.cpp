@@ -184,18 +184,20 @@ double seconds_to_validate(const servekit::request_validator& v, std::size_t n) 
 } // namespace
 
 // Issue 16: 40,000 inputs in one request took 14 s to check (every pair of names compared).
-// The check is linear now: 4× the inputs must cost well under 16× the time (a ratio measured
-// in one run, best of three, not an absolute time).
+// The check is linear now: 16x the inputs must cost far under 256x the time, the quadratic
+// figure (a ratio measured in one run, best of three, not an absolute time). The bound, 64x,
+// leaves a factor of 4 for a machine shared with other jobs (the former bound, 8x for 4x the
+// inputs, failed once under a load average of 7).
 TEST(RequestValidator, ManyInputsCostLinearTime) {
   const servekit::request_validator v{"any_inputs", 0, {}, {}}; // declares none: accepts any
-  constexpr std::size_t n = 10'000;
+  constexpr std::size_t n = 5'000;
   double small = 1e9;
   double large = 1e9;
   for (int round = 0; round < 3; ++round) {
     small = std::min(small, seconds_to_validate(v, n));
-    large = std::min(large, seconds_to_validate(v, 4 * n));
+    large = std::min(large, seconds_to_validate(v, 16 * n));
   }
-  EXPECT_LT(large / small, 8.0) << "n: " << small << " s, 4n: " << large << " s";
+  EXPECT_LT(large / small, 64.0) << "n: " << small << " s, 16n: " << large << " s";
 }
 
 TEST(RequestValidator, DuplicateAmongManyInputsIsFound) {
