@@ -733,6 +733,10 @@ std::shared_ptr<grpc::Channel> make_channel(const options& o, std::size_t index)
   grpc::ChannelArguments args;
   args.SetInt("servekit.loadgen.channel", static_cast<int>(index));
   args.SetMaxReceiveMessageSize(64 << 20);
+  // The client keeps out of the figures what it can: no retry filter and the minimal filter stack
+  // (no deadlines, no census), about 3 us of client CPU per call less.
+  args.SetInt(GRPC_ARG_MINIMAL_STACK, 1);
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   return grpc::CreateCustomChannel(grpc_target(o.host, o.port), grpc::InsecureChannelCredentials(),
                                    args);
 }
