@@ -1,6 +1,9 @@
 /// \file
 /// servekit-loadgen: a KServe v2 HTTP/REST load generator (Boost.Beast/Asio), for the example
-/// server (examples/server) or any KServe v2 server.
+/// server (examples/server) or any KServe v2 server; with --protocol grpc (built with servekit's
+/// gRPC front end), KServe v2 gRPC (Triton's GRPCInferenceService) through gRPC's asynchronous
+/// completion-queue client, unary or streaming, and --compare-http alternating both protocols
+/// against one server (see the gRPC section below and docs/benchmarks.md, "gRPC").
 ///
 ///     servekit-loadgen --model add_sub --connections 64 --duration 5 --server-pid "$PID"
 ///     servekit-loadgen --model add_sub --rate 20000 --connections 128 --json
@@ -137,7 +140,8 @@ options parse_flags(int argc, char** argv) {
       .number("--duration", o.duration_s, 0.01, 1e6, "measured seconds (5)")
       .number("--warmup", o.warmup_s, 0, 1e6, "seconds before measuring (1)")
       .integer("--threads", o.threads, 1, 1024,
-               "client I/O threads (HTTP: 1; gRPC: one per CPU; --compare-http: both)")
+               "client I/O threads (HTTP: 1; gRPC: one per CPU; if given, both protocols of "
+               "--compare-http)")
       .integer("--server-pid", server_pid, 1, 1e9,
                "report the server's CPU time per request (from /proc/PID/stat)")
       .flag("--baseline", o.baseline,
