@@ -187,6 +187,37 @@ def run(address, log):
     return 0
 
 
+def serve_and_run(server_args, work, run, startup_seconds=30):
+    """Starts servekit-server with `server_args` (its output in `work`), waits for `HTTP listening
+    on`, calls run(address, log) and stops the server; returns run's result, or 1 with the
+    server's stderr when a check fails. test_real_models.py uses it too."""
+    stdout_path = os.path.join(work, "stdout")
+    with open(stdout_path, "wb") as stdout, open(os.path.join(work, "stderr"), "wb") as stderr:
+        server = subprocess.Popen(server_args, stdout=stdout, stderr=stderr)
+    try:
+        address = None
+        deadline = time.monotonic() + startup_seconds
+        while address is None and time.monotonic() < deadline and server.poll() is None:
+            with open(stdout_path) as f:
+                m = re.search(r"^HTTP listening on (\S+)$", f.read(), re.M)
+            if m:
+                address = m.group(1)
+            else:
+                time.sleep(0.1)
+        check(address is not None, "the server never printed 'HTTP listening on'")
+        with open(stdout_path) as f:
+            log = f.read()
+        return run(address, log)
+    except Failure as e:
+        with open(os.path.join(work, "stderr")) as f:
+            print(f"FAILED: {e}\nserver stderr:\n{f.read()}", file=sys.stderr)
+        return 1
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.wait(timeout=30)
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -195,36 +226,9 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         repository = os.path.join(work, "models")
         make_repository(repository, models)
-        stdout_path = os.path.join(work, "stdout")
-        with open(stdout_path, "wb") as stdout, open(os.path.join(work, "stderr"), "wb") as stderr:
-            server = subprocess.Popen(
-                [server_bin, "--model-repository", repository, "--http-port", "0",
-                 "--grpc-port", "0"],
-                stdout=stdout,
-                stderr=stderr,
-            )
-        try:
-            address = None
-            deadline = time.monotonic() + 30
-            while address is None and time.monotonic() < deadline and server.poll() is None:
-                with open(stdout_path) as f:
-                    m = re.search(r"^HTTP listening on (\S+)$", f.read(), re.M)
-                if m:
-                    address = m.group(1)
-                else:
-                    time.sleep(0.1)
-            check(address is not None, "the server never printed 'HTTP listening on'")
-            with open(stdout_path) as f:
-                log = f.read()
-            return run(address, log)
-        except Failure as e:
-            with open(os.path.join(work, "stderr")) as f:
-                print(f"FAILED: {e}\nserver stderr:\n{f.read()}", file=sys.stderr)
-            return 1
-        finally:
-            if server.poll() is None:
-                server.terminate()
-                server.wait(timeout=30)
+        return serve_and_run(
+            [server_bin, "--model-repository", repository, "--http-port", "0", "--grpc-port", "0"],
+            work, run)
 
 
 if __name__ == "__main__":

@@ -17,17 +17,14 @@ demo.sh prints:
 Only the standard library.
 """
 
-import json
 import math
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_libtorch_server import Failure, SeededValues, check, classifier_scores, get, post  # noqa: E402
+from test_libtorch_server import (  # noqa: E402
+    SeededValues, check, classifier_scores, get, post, serve_and_run)
 
 REAL_MODELS = ("image_classifier", "image_classifier_onnx", "image_preprocess", "image_ensemble",
                "gru_sequence")
@@ -120,38 +117,11 @@ def main():
         return 2
     server_bin, repository = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as work:
-        stdout_path = os.path.join(work, "stdout")
-        with open(stdout_path, "wb") as stdout, open(os.path.join(work, "stderr"), "wb") as stderr:
-            # demo.sh's flags: the bundled models use the rate limiter and the response cache.
-            server = subprocess.Popen(
-                [server_bin, "--model-repository", repository, "--http-port", "0",
-                 "--grpc-port", "0", "--rate-limit", "execution_count",
-                 "--cache-config", "local,size=16777216"],
-                stdout=stdout,
-                stderr=stderr,
-            )
-        try:
-            address = None
-            deadline = time.monotonic() + 60
-            while address is None and time.monotonic() < deadline and server.poll() is None:
-                with open(stdout_path) as f:
-                    m = re.search(r"^HTTP listening on (\S+)$", f.read(), re.M)
-                if m:
-                    address = m.group(1)
-                else:
-                    time.sleep(0.1)
-            check(address is not None, "the server never printed 'HTTP listening on'")
-            with open(stdout_path) as f:
-                log = f.read()
-            return run(address, log)
-        except Failure as e:
-            with open(os.path.join(work, "stderr")) as f:
-                print(f"FAILED: {e}\nserver stderr:\n{f.read()}", file=sys.stderr)
-            return 1
-        finally:
-            if server.poll() is None:
-                server.terminate()
-                server.wait(timeout=30)
+        # demo.sh's flags: the bundled models use the rate limiter and the response cache.
+        return serve_and_run(
+            [server_bin, "--model-repository", repository, "--http-port", "0", "--grpc-port", "0",
+             "--rate-limit", "execution_count", "--cache-config", "local,size=16777216"],
+            work, run, startup_seconds=60)
 
 
 if __name__ == "__main__":
