@@ -391,4 +391,18 @@ TEST(ServerFlags, UsageListsTheGrpcFlags) {
   }
 }
 
+// Triton's auto-complete switch: `false` (Triton's default, common in Triton's command lines)
+// runs unchanged; turning auto-complete off is refused by name, not ignored.
+TEST(ServerFlags, StrictModelConfigFalseIsAcceptedAndTurningAutoCompleteOffIsRefused) {
+  EXPECT_EQ(flags_of(parse({"--strict-model-config=false", "--http-port", "0"})).http.port, 0);
+  EXPECT_TRUE(std::holds_alternative<server_flags>(parse({"--strict-model-config", "0"}).result));
+  for (const auto& p :
+       {parse({"--strict-model-config=true"}), parse({"--disable-auto-complete-config"})}) {
+    EXPECT_EQ(code_of(p), 2);
+    EXPECT_NE(p.err.find("always completes a config from its model file"), std::string::npos)
+        << p.err;
+  }
+  EXPECT_EQ(code_of(parse({"--strict-model-config", "maybe"})), 2);
+}
+
 } // namespace

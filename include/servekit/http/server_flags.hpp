@@ -161,6 +161,9 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "                             (default: ";
   u += std::to_string(d.max_body_bytes);
   u += ")\n"
+       "  --strict-model-config BOOL false only: configs are completed from their model\n"
+       "                             files (Triton's default; `true` and\n"
+       "                             --disable-auto-complete-config are refused)\n"
        "  --strict-readiness BOOL    /v2/health/ready only while every model is ready\n"
        "                             (default: true)\n"
        "  --log-verbose N            > 0: one line per request on stderr (default: 0)\n"
@@ -301,8 +304,20 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       inline_value = arg.substr(eq + 1);
     }
 
+    // Triton's switch for auto-complete. servekit always completes a config from its model file
+    // (Triton's default): `false` is accepted so that Triton's command lines run unchanged; asking
+    // to turn it off is refused by name rather than silently ignored.
+    constexpr std::string_view auto_complete_always =
+        "servekit always completes a config from its model file (Triton's default, "
+        "--strict-model-config=false); a config that sets max_batch_size and lists every input "
+        "and output is used as written";
+    if (name == "--disable-auto-complete-config") {
+      return fail(name, auto_complete_always);
+    }
+
     enum class kind {
       repository,
+      auto_complete,
       port,
       host,
       threads,
@@ -331,6 +346,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::body;
     } else if (name == "--strict-readiness") {
       k = kind::strict;
+    } else if (name == "--strict-model-config") {
+      k = kind::auto_complete;
     } else if (name == "--log-verbose") {
       k = kind::verbose;
     } else if (name == "--exit-timeout-secs") {
@@ -395,6 +412,13 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
         flags.http.max_body_bytes = *v;
       } else {
         return fail(name, "expected a positive number of bytes, got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::auto_complete:
+      if (auto v = detail::parse_flag_bool(value); !v) {
+        return fail(name, "expected true, false, 1 or 0, got '" + std::string(value) + "'");
+      } else if (*v) {
+        return fail(name, auto_complete_always);
       }
       break;
     case kind::strict:
