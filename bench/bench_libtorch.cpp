@@ -27,6 +27,7 @@
 #include <servekit/libtorch/backend.hpp>
 #include <servekit/repository.hpp>
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/GradMode.h>
@@ -183,6 +184,7 @@ load_result direct_load(const torch::jit::Module& module, unsigned threads, doub
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&] {
+      at::set_num_threads(1); // as the served instances run (INTRA_OP_THREAD_COUNT 1)
       torch::jit::Module own = module.clone();
       const c10::InferenceMode inference;
       auto request = image_request();
@@ -281,6 +283,9 @@ int main(int argc, char** argv) {
   }
 
   {
+    // One intra-op thread, as the served instances run (INTRA_OP_THREAD_COUNT 1; OpenMP keeps the
+    // count per calling thread).
+    at::set_num_threads(1);
     torch::jit::Module own = module.clone();
     const c10::InferenceMode inference;
     auto request = image_request();
