@@ -87,6 +87,10 @@ public:
   call_base& operator=(const call_base&) = delete;
   virtual ~call_base() = default;
   virtual void proceed(bool ok) = 0;
+  /// The queues are drained with no thread handling calls (a server destroyed without run()):
+  /// `ok` as gRPC reported it. The operation is dropped as if it had failed, except where gRPC
+  /// still owes a call a tag (see unary_call and stream_call).
+  virtual void drain(bool /*ok*/) { proceed(false); }
 };
 
 } // namespace
@@ -203,17 +207,14 @@ public:
 
   void proceed(bool ok) override {
     if (!matched_) {
-      if (!ok) { // the server is shutting down: this call was never matched
-        release();
+      if (!ok) { // the server is shutting down: this call was never matched, no done tag comes
+        release(initial_refs);
         return;
       }
       matched_ = true;
       state_.call_started();
-      if constexpr (cancellable) {
-        // The done tag's reference. gRPC delivers that tag only for a call it matched, on this
-        // call's queue, whose one thread is running this: it comes after handle() returns.
-        acquire(this);
-      }
+      // A cancellable call's done tag comes on this call's queue, whose one thread is running
+      // this: on_done runs after handle() has returned.
       state_.post<unary_call>(cq_);
       std::optional<::grpc::Status> result;
       try {
@@ -288,8 +289,18 @@ private:
     release();
   }
 
-  void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  /// gRPC matched the call, but it is being drained (call_base::drain): its done tag follows,
+  /// which releases the other reference.
+  void drain(bool ok) override {
+    if (cancellable && !matched_ && ok) {
+      release();
+      return;
+    }
+    proceed(false);
+  }
+
+  void release(int n = 1) noexcept {
+    if (refs_.fetch_sub(n, std::memory_order_acq_rel) == n) {
       const bool matched = matched_;
       server_state& state = state_;
       delete this;
@@ -307,7 +318,9 @@ private:
   ::grpc::ServerAsyncResponseWriter<response_type> writer_{&context_};
   done_tag done_{this};
   bool matched_ = false;
-  std::atomic<int> refs_{1};
+  // gRPC's (until Finish completes) and, for a cancellable call, the done tag's.
+  static constexpr int initial_refs = cancellable ? 2 : 1;
+  std::atomic<int> refs_{initial_refs};
 };
 
 /// One call of a streaming RPC servekit does not implement yet: matched, then finished with
@@ -825,9 +838,12 @@ public:
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      const bool matched = matched_;
       server_state& state = state_;
       delete this;
-      state.call_ended();
+      if (matched) {
+        state.call_ended();
+      }
     }
   }
 
@@ -838,15 +854,22 @@ private:
     stream_call* self;
     void (stream_call::*on)(bool);
     void proceed(bool ok) override { (self->*on)(ok); }
+    void drain(bool ok) override {
+      if (ok && on == &stream_call::on_matched) {
+        self->release(); // matched by gRPC, never handled: its done tag follows
+        return;
+      }
+      (self->*on)(false);
+    }
   };
 
   void on_matched(bool ok) {
-    if (!ok) { // the server is shutting down: never matched
+    if (!ok) { // the server is shutting down: never matched, no done tag comes
       delete this;
       return;
     }
+    matched_ = true;
     state_.call_started();
-    add_ref(); // the done tag's: gRPC delivers it only for a matched call, on this queue
     state_.post<stream_call>(cq_);
     read_next();
   }
@@ -954,8 +977,9 @@ private:
   stream_request* next_ = nullptr; // the request being read (only the queue's thread)
   // Every request's token comes from it; made at the first submit (only the queue's thread).
   std::optional<cancellation_source> cancel_source_;
-  // gRPC's (until Finish completes), the done tag's (once matched), one per stream_request.
-  std::atomic<int> refs_{1};
+  // gRPC's (until Finish completes), the done tag's, one per stream_request.
+  std::atomic<int> refs_{2};
+  bool matched_ = false; // set on the queue's thread when matched, before any release
 
   std::mutex mutex_; // guards what follows
   std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> writes_;
@@ -1197,7 +1221,7 @@ void server_state::shut_down_queues() {
     void* tag = nullptr;
     bool ok = false;
     while (cq->Next(&tag, &ok)) {
-      static_cast<call_base*>(tag)->proceed(false);
+      static_cast<call_base*>(tag)->drain(ok);
     }
   }
   queues_shut_down_ = true;
