@@ -216,23 +216,65 @@ TEST(GrpcNetworkCancellation, AQueuedInferWhoseDeadlinePassesIsCancelledAndNever
       ::grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
+/// repeat_int32 over a stream: `n` responses, the first at once, then 300 ms apart.
+inference::ModelInferRequest slow_repeat_request(std::int32_t n) {
+  inference::ModelInferRequest q;
+  q.set_model_name("repeat_int32");
+  add_input(q, "IN", "INT32", n);
+  add_input(q, "DELAY", "UINT32", n);
+  add_input(q, "WAIT", "UINT32", 1);
+  for (std::int32_t i = 0; i < n; ++i) {
+    q.mutable_inputs(0)->mutable_contents()->add_int_contents(i + 1);
+    q.mutable_inputs(1)->mutable_contents()->add_uint_contents(i == 0 ? 0 : 300);
+  }
+  q.mutable_inputs(2)->mutable_contents()->add_uint_contents(0);
+  return q;
+}
+
+/// Responses of repeat_int32 counted by its response statistics: failed or sent.
+std::uint64_t repeat_responses(cancellation_server& s, bool failures) {
+  std::uint64_t n = 0;
+  for (const auto& stat : s.statistics("repeat_int32").response_stats) {
+    n += failures ? stat.fail.count : stat.success.count;
+  }
+  return n;
+}
+
+TEST(GrpcNetworkCancellation, ACancelledStreamCancelsEveryRequestItHasWithAModel) {
+  cancellation_server s;
+  ::grpc::ClientContext context;
+  context.set_deadline(in(10s));
+  const auto stream = s.stub().ModelStreamInfer(&context);
+  // Two models: gated executing one request and queueing the next, repeat_int32 streaming.
+  ASSERT_TRUE(stream->Write(gated_request()));
+  ASSERT_TRUE(eventually([&] { return s.state().executions.load() == 1; }));
+  ASSERT_TRUE(stream->Write(gated_request()));
+  ASSERT_TRUE(eventually([&] { return s.statistics("gated").pending_request_count == 1; }));
+  ASSERT_TRUE(stream->Write(slow_repeat_request(5)));
+  inference::ModelStreamInferResponse r;
+  ASSERT_TRUE(stream->Read(&r)); // repeat's first response
+  ASSERT_EQ(r.error_message(), "");
+  context.TryCancel();
+  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+
+  ASSERT_TRUE(eventually([&] {
+    return s.statistics("gated").failed_by(servekit::failure_reason::canceled) == 1;
+  })) << "the stream's queued request was not cancelled";
+  ASSERT_TRUE(eventually([&] { return repeat_responses(s, true) == 1; }))
+      << "the stream's decoupled request was not cancelled";
+  s.state().open.open();
+  ASSERT_TRUE(eventually([&] { return s.statistics("gated").execution_count == 1; }));
+  EXPECT_EQ(s.state().requests_executed.load(), 1);
+  EXPECT_LT(repeat_responses(s, false), 5U);
+}
+
 TEST(GrpcNetworkCancellation, ACancelledStreamStopsItsDecoupledModel) {
   cancellation_server s;
   ::grpc::ClientContext context;
   context.set_deadline(in(10s));
   const auto stream = s.stub().ModelStreamInfer(&context);
   // Five responses 300 ms apart; the client reads the first, then cancels.
-  inference::ModelInferRequest q;
-  q.set_model_name("repeat_int32");
-  add_input(q, "IN", "INT32", 5);
-  add_input(q, "DELAY", "UINT32", 5);
-  add_input(q, "WAIT", "UINT32", 1);
-  for (std::int32_t i = 0; i < 5; ++i) {
-    q.mutable_inputs(0)->mutable_contents()->add_int_contents(i + 1);
-    q.mutable_inputs(1)->mutable_contents()->add_uint_contents(i == 0 ? 0 : 300);
-  }
-  q.mutable_inputs(2)->mutable_contents()->add_uint_contents(0);
-  ASSERT_TRUE(stream->Write(q));
+  ASSERT_TRUE(stream->Write(slow_repeat_request(5)));
   inference::ModelStreamInferResponse r;
   ASSERT_TRUE(stream->Read(&r));
   ASSERT_EQ(r.error_message(), "");
@@ -241,16 +283,10 @@ TEST(GrpcNetworkCancellation, ACancelledStreamStopsItsDecoupledModel) {
 
   // The model stops at its next response with a final `cancelled` error, instead of sending
   // four more responses nobody reads.
-  const auto count = [&](bool failures) {
-    std::uint64_t n = 0;
-    for (const auto& stat : s.statistics("repeat_int32").response_stats) {
-      n += failures ? stat.fail.count : stat.success.count;
-    }
-    return n;
-  };
-  ASSERT_TRUE(eventually([&] { return count(true) == 1; }))
-      << "the model sent " << count(false) << " responses: the stream was not cancelled";
-  EXPECT_LT(count(false), 5U);
+  ASSERT_TRUE(eventually([&] { return repeat_responses(s, true) == 1; }))
+      << "the model sent " << repeat_responses(s, false)
+      << " responses: the stream was not cancelled";
+  EXPECT_LT(repeat_responses(s, false), 5U);
 }
 
 } // namespace grpc_cancellation_test
