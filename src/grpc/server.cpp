@@ -8,6 +8,7 @@
 #include "infer_codec.hpp"
 
 #include <servekit/config/model_config_pbtxt.hpp>
+#include <servekit/core/cancellation.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/http/endpoints.hpp>
@@ -86,6 +87,10 @@ public:
   call_base& operator=(const call_base&) = delete;
   virtual ~call_base() = default;
   virtual void proceed(bool ok) = 0;
+  /// The queues are drained with no thread handling calls (a server destroyed without run()):
+  /// `ok` as gRPC reported it. The operation is dropped as if it had failed, except where gRPC
+  /// still owes a call a tag (see unary_call and stream_call).
+  virtual void drain(bool /*ok*/) { proceed(false); }
 };
 
 } // namespace
@@ -168,6 +173,11 @@ namespace {
 
 // ---- unary calls ---------------------------------------------------------------------------
 
+/// Whether the calls of a unary RPC submit a request to a model that a cancelled call cancels
+/// (ModelInfer; see unary_call).
+template <class Kind>
+constexpr bool cancellable_kind = false;
+
 /// One call of a unary RPC described by `Kind`: posted, matched with a client's request (then a
 /// fresh one is posted in its place), handled, finished, deleted once gRPC is done with it and
 /// every view of its request's bytes is released (ModelInfer's raw_input_contents; see refs_).
@@ -176,24 +186,35 @@ namespace {
 /// request*, ServerAsyncResponseWriter<response>*, ServerCompletionQueue*, void* tag)`; and
 /// `static std::optional<::grpc::Status> handle(server_state&, unary_call&)`: a status finishes
 /// the call now, nullopt means the handler has arranged for finish() to be called later.
+/// With cancellable_kind<Kind>, the call asks gRPC to tell when it is done
+/// (ServerContext::AsyncNotifyWhenDone), and a call that ends cancelled (the client cancelled or
+/// went away, or its deadline passed) cancels the request its handler submitted.
 template <class Kind>
 class unary_call final : public call_base {
 public:
   using request_type = typename Kind::request;
   using response_type = typename Kind::response;
+  static constexpr bool cancellable = cancellable_kind<Kind>;
 
   unary_call(server_state& state, ::grpc::ServerCompletionQueue* cq) : state_{state}, cq_{cq} {}
 
-  void start() { Kind::post(state_, &context_, &request_, &writer_, cq_, this); }
+  void start() {
+    if constexpr (cancellable) {
+      context_.AsyncNotifyWhenDone(&done_);
+    }
+    Kind::post(state_, &context_, &request_, &writer_, cq_, this);
+  }
 
   void proceed(bool ok) override {
     if (!matched_) {
-      if (!ok) { // the server is shutting down: this call was never matched
-        release();
+      if (!ok) { // the server is shutting down: this call was never matched, no done tag comes
+        release(initial_refs);
         return;
       }
       matched_ = true;
       state_.call_started();
+      // A cancellable call's done tag comes on this call's queue, whose one thread is running
+      // this: on_done runs after handle() has returned.
       state_.post<unary_call>(cq_);
       std::optional<::grpc::Status> result;
       try {
@@ -245,10 +266,41 @@ public:
   /// may touch the call.
   std::shared_ptr<const loaded_model> model;
   std::vector<std::string> requested_outputs;
+  /// The submitted request's cancellation (cancellable kinds): its token is the request's, and
+  /// the call cancels it through `model` when gRPC says the call ended cancelled.
+  std::optional<cancellation_source> cancel_source;
 
 private:
-  void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  /// The tag of AsyncNotifyWhenDone: the call is over (answered, or cancelled).
+  struct done_tag final : call_base {
+    explicit done_tag(unary_call* c) noexcept : call{c} {}
+    unary_call* call;
+    void proceed(bool) override { call->on_done(); }
+  };
+
+  /// On the call's queue thread, after handle() (see proceed). A cancelled call whose request is
+  /// still with the model cancels it there, as HTTP does for a client that leaves: a queued
+  /// request is answered `cancelled` (into the cancelled call: Finish completes, unsent) and
+  /// never executes. The call and `model` live until this returns (the done tag's reference).
+  void on_done() {
+    if (cancel_source && model && context_.IsCancelled()) {
+      model->model().cancel(*cancel_source);
+    }
+    release();
+  }
+
+  /// gRPC matched the call, but it is being drained (call_base::drain): its done tag follows,
+  /// which releases the other reference.
+  void drain(bool ok) override {
+    if (cancellable && !matched_ && ok) {
+      release();
+      return;
+    }
+    proceed(false);
+  }
+
+  void release(int n = 1) noexcept {
+    if (refs_.fetch_sub(n, std::memory_order_acq_rel) == n) {
       const bool matched = matched_;
       server_state& state = state_;
       delete this;
@@ -264,8 +316,11 @@ private:
   request_type request_;
   response_type response_;
   ::grpc::ServerAsyncResponseWriter<response_type> writer_{&context_};
+  done_tag done_{this};
   bool matched_ = false;
-  std::atomic<int> refs_{1};
+  // gRPC's (until Finish completes) and, for a cancellable call, the done tag's.
+  static constexpr int initial_refs = cancellable ? 2 : 1;
+  std::atomic<int> refs_{initial_refs};
 };
 
 /// One call of a streaming RPC servekit does not implement yet: matched, then finished with
@@ -346,6 +401,9 @@ SERVEKIT_GRPC_UNARY(Check, ::grpc::health::v1::HealthCheckRequest,
 
 #undef SERVEKIT_GRPC_INFERENCE_UNARY
 #undef SERVEKIT_GRPC_UNARY
+
+template <>
+constexpr bool cancellable_kind<ModelInfer_kind> = true;
 
 struct Watch_kind {
   using request = ::grpc::health::v1::HealthCheckRequest;
@@ -692,6 +750,10 @@ std::optional<::grpc::Status> ModelInfer_kind::handle(server_state& s,
     }
   }
   c.requested_outputs = r.requested_outputs;
+  // A client that cancels, goes away or lets its deadline pass cancels the request (see
+  // unary_call::on_done, which reads cancel_source on this thread after this returns).
+  c.cancel_source.emplace();
+  r.cancellation = c.cancel_source->token();
   // From a successful submit on, the sink owns the call's response: this thread must not touch
   // the call again.
   if (const status st = ref.submit(std::move(r), infer_sink{&c}); !st.ok()) {
@@ -717,6 +779,11 @@ struct stream_request {
   std::vector<std::string> requested_outputs;
   bool empty_final = false; // triton_enable_empty_final_response
   std::atomic<int> refs{1};
+  // The stream's list of requests submitted and not yet finally answered (guarded by the
+  // stream's mutex): what a cancelled stream cancels.
+  stream_request* previous_in_flight = nullptr;
+  stream_request* next_in_flight = nullptr;
+  bool in_flight = false;
 
   static void acquire(void* self) noexcept {
     static_cast<stream_request*>(self)->refs.fetch_add(1, std::memory_order_relaxed);
@@ -738,6 +805,7 @@ public:
   stream_call(server_state& state, ::grpc::ServerCompletionQueue* cq) : state_{state}, cq_{cq} {}
 
   void start() {
+    context_.AsyncNotifyWhenDone(&done_op_);
     state_.inference_rpcs().RequestModelStreamInfer(&context_, &stream_, cq_, cq_, &matched_op_);
   }
 
@@ -758,6 +826,7 @@ public:
       }
       if (final_of != nullptr) {
         --pending_;
+        unlink(*final_of);
         finish_if_done();
       }
     }
@@ -769,9 +838,12 @@ public:
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      const bool matched = matched_;
       server_state& state = state_;
       delete this;
-      state.call_ended();
+      if (matched) {
+        state.call_ended();
+      }
     }
   }
 
@@ -782,16 +854,69 @@ private:
     stream_call* self;
     void (stream_call::*on)(bool);
     void proceed(bool ok) override { (self->*on)(ok); }
+    void drain(bool ok) override {
+      if (ok && on == &stream_call::on_matched) {
+        self->release(); // matched by gRPC, never handled: its done tag follows
+        return;
+      }
+      (self->*on)(false);
+    }
   };
 
   void on_matched(bool ok) {
-    if (!ok) { // the server is shutting down: never matched
+    if (!ok) { // the server is shutting down: never matched, no done tag comes
       delete this;
       return;
     }
+    matched_ = true;
     state_.call_started();
     state_.post<stream_call>(cq_);
     read_next();
+  }
+
+  /// The stream is over (AsyncNotifyWhenDone), on the queue's thread. Cancelled (the client
+  /// cancelled or went away, or its deadline passed), it cancels its requests still with their
+  /// models, as HTTP does for a client that leaves: queued ones are answered `cancelled` and
+  /// never execute, a sequence's request ends its sequence, and a decoupled model's backend sees
+  /// request.cancellation and should stop. Their answers are not written.
+  void on_done(bool) {
+    if (context_.IsCancelled() && cancel_source_) {
+      std::vector<std::shared_ptr<const loaded_model>> models;
+      {
+        const std::lock_guard lock{mutex_};
+        broken_ = true;
+        for (const stream_request* r = in_flight_; r != nullptr; r = r->next_in_flight) {
+          if (std::find(models.begin(), models.end(), r->model) == models.end()) {
+            models.push_back(r->model);
+          }
+        }
+      }
+      // Outside the lock: a model answers its queued requests here, through send().
+      for (const auto& m : models) {
+        m->model().cancel(*cancel_source_);
+      }
+    }
+    release();
+  }
+
+  void link(stream_request& r) { // with mutex_ held
+    r.in_flight = true;
+    r.next_in_flight = in_flight_;
+    if (in_flight_ != nullptr) {
+      in_flight_->previous_in_flight = &r;
+    }
+    in_flight_ = &r;
+  }
+  void unlink(stream_request& r) { // with mutex_ held
+    if (!r.in_flight) {
+      return;
+    }
+    r.in_flight = false;
+    (r.previous_in_flight != nullptr ? r.previous_in_flight->next_in_flight : in_flight_) =
+        r.next_in_flight;
+    if (r.next_in_flight != nullptr) {
+      r.next_in_flight->previous_in_flight = r.previous_in_flight;
+    }
   }
 
   void read_next() {
@@ -848,12 +973,18 @@ private:
   op read_op_{this, &stream_call::on_read};
   op write_op_{this, &stream_call::on_write};
   op finish_op_{this, &stream_call::on_finished};
+  op done_op_{this, &stream_call::on_done};
   stream_request* next_ = nullptr; // the request being read (only the queue's thread)
-  std::atomic<int> refs_{1};       // gRPC's (until Finish completes), one per stream_request
+  // Every request's token comes from it; made at the first submit (only the queue's thread).
+  std::optional<cancellation_source> cancel_source_;
+  // gRPC's (until Finish completes), the done tag's, one per stream_request.
+  std::atomic<int> refs_{2};
+  bool matched_ = false; // set on the queue's thread when matched, before any release
 
   std::mutex mutex_; // guards what follows
   std::deque<std::unique_ptr<inference::ModelStreamInferResponse>> writes_;
-  std::size_t pending_ = 0; // requests submitted whose final response is not yet queued
+  std::size_t pending_ = 0;             // requests submitted whose final response is not yet queued
+  stream_request* in_flight_ = nullptr; // those submitted, newest first
   bool writing_ = false;
   bool reads_done_ = false;
   bool finishing_ = false;
@@ -954,15 +1085,21 @@ void stream_call::handle(stream_request& request) {
     }
   }
   request.requested_outputs = r.requested_outputs;
+  if (!cancel_source_) {
+    cancel_source_.emplace(); // one allocation per stream, not per request
+  }
+  r.cancellation = cancel_source_->token();
   {
     const std::lock_guard lock{mutex_};
     ++pending_;
+    link(request);
   }
   // From a successful submit on, the sink owns the request's reference.
   if (const status st = ref.submit(std::move(r), stream_sink{&request}); !st.ok()) {
     {
       const std::lock_guard lock{mutex_};
       --pending_;
+      unlink(request);
     }
     fail(request, st.message());
   }
@@ -1084,7 +1221,7 @@ void server_state::shut_down_queues() {
     void* tag = nullptr;
     bool ok = false;
     while (cq->Next(&tag, &ok)) {
-      static_cast<call_base*>(tag)->proceed(false);
+      static_cast<call_base*>(tag)->drain(ok);
     }
   }
   queues_shut_down_ = true;
