@@ -214,8 +214,7 @@ TEST(NetworkCancellation, AQueuedInferWhoseClientLeavesIsCancelledAndNeverExecut
     return server.statistics("gated").failed_by(servekit::failure_reason::canceled) == 1;
   }));
   // The pending count drops once the answer is delivered, just after the failure is counted.
-  EXPECT_TRUE(
-      eventually([&] { return server.statistics("gated").pending_request_count == 0; }));
+  EXPECT_TRUE(eventually([&] { return server.statistics("gated").pending_request_count == 0; }));
 
   // The first is answered; the second never reaches execute().
   server.state().open.open();
