@@ -4,7 +4,7 @@
 // generate_stream whose client goes away stops its decoupled model at the next response. The
 // server runs in-process on loopback; the backend holding the instance busy is a gate the test
 // opens, so nothing depends on timing.
-#include "archetypes/gate.hpp"
+#include "archetypes/gated_backend.hpp"
 #include "http_client.hpp"
 
 #include "bundled_backends.hpp"
@@ -49,40 +49,13 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 
-/// What the gated backend's instances share with the test.
-struct gated_state {
-  archetypes::gate open;
-  std::atomic<int> executions{0};
-  std::atomic<int> requests_executed{0};
-};
-gated_state* gated = nullptr; // set by the fixture before the model loads
-
-/// Copies INPUT0 to OUTPUT0 once the test opens the gate, counting what it executes.
-class gated_backend {
-public:
-  explicit gated_backend(const servekit::instance_context&) {}
-  void execute(servekit::batch& b) {
-    gated->executions.fetch_add(1);
-    gated->requests_executed.fetch_add(static_cast<int>(b.size()));
-    (void)gated->open.wait();
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      servekit::tensor moved = std::move(b.request(i).input("INPUT0"));
-      moved.name = "OUTPUT0";
-      b.response(i).outputs.push_back(std::move(moved));
-    }
-  }
-};
+using archetypes::gated;
+using archetypes::gated_backend;
+using archetypes::gated_config;
+using archetypes::gated_state;
 
 using backends =
     servekit_server::bundled_backends::with<servekit::named_backend<"gated", gated_backend>>;
-
-constexpr std::string_view gated_config = R"({
-  "name": "gated", "backend": "gated", "max_batch_size": 0,
-  "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [1]}],
-  "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [1]}],
-  "dynamic_batching": {},
-  "instance_group": [{"count": 1, "kind": "KIND_CPU"}]
-})";
 
 /// A repository of `gated` and the bundled repeat_int32, and the server over it.
 class cancellation_server {
