@@ -13,13 +13,9 @@
 
 #include <servekit/http/model_control.hpp>
 #include <servekit/http/server.hpp>
-#include <servekit/repository/backend_list.hpp>
 #include <servekit/repository/model_repository.hpp>
 
-#include "backends/accumulate.hpp"
-#include "backends/add_sub.hpp"
-#include "backends/identity.hpp"
-#include "repeat/repeat_backend.hpp"
+#include "fuzz_models.hpp"
 
 #include <utility> // before Asio: Boost 1.74's Asio needs it under GCC 12 in C++20
 
@@ -27,6 +23,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <array>
 #include <atomic>
@@ -36,7 +33,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -52,40 +48,16 @@ namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-using fuzz_backends = servekit::backend_list<
-    servekit::named_backend<"add_sub", servekit_server::add_sub_backend>,
-    servekit::named_backend<"identity", servekit_server::identity_backend>,
-    servekit::named_backend<"accumulate", servekit_server::accumulate_backend>,
-    servekit::named_backend<"repeat", repeat::backend>>;
-
 /// How long one input's connection may take to be answered, and the liveness check after it.
 /// Inputs that ask a model to wait (repeat_int32's DELAY and WAIT) are cut off here, not hung.
 constexpr std::chrono::milliseconds read_deadline{2000};
 constexpr std::chrono::milliseconds liveness_deadline{5000};
 
-/// A copy of the models the fuzzer may change (load/unload requests), in a fresh folder.
-fs::path make_repository() {
-  const fs::path root =
-      fs::temp_directory_path() / ("servekit-http-fuzz-" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  const fs::path models = fs::path{SERVEKIT_SOURCE_DIR} / "examples" / "models";
-  for (const char* name : {"add_sub", "accumulate", "repeat_int32"}) {
-    fs::copy(models / name, root / name, fs::copy_options::recursive);
-  }
-  fs::create_directories(root / "text");
-  std::ofstream{root / "text" / "config.json"} << R"({"name": "text", "backend": "identity",
-    "max_batch_size": 4, "dynamic_batching": {},
-    "input": [{"name": "text_input", "data_type": "TYPE_STRING", "dims": [-1]}],
-    "output": [{"name": "text_output", "data_type": "TYPE_STRING", "dims": [-1]}]})";
-  return root;
-}
-
 /// The server under test, started once for the whole run and never destroyed (libFuzzer ends
 /// the process with exit(); stopping a server from a static destructor would race its threads).
 struct live_server {
-  fs::path root = make_repository();
-  servekit::model_repository models{root, fuzz_backends{}};
+  fs::path root = servekit_fuzz::make_repository("http");
+  servekit::model_repository models{root, servekit_fuzz::backends{}};
   servekit::http::server server{models, options()};
   std::thread runner;
 
@@ -110,10 +82,28 @@ live_server& the_server() {
   return *s;
 }
 
-/// A blocking loopback connection whose reads give up after `deadline`.
+/// A blocking loopback connection whose reads give up after `deadline`. Throws
+/// boost::system::system_error when the server cannot be reached.
+///
+/// libFuzzer's -timeout watchdog raises SIGALRM every few seconds in this thread; a blocking
+/// connect() or recv() it interrupts fails with EINTR (connect is never restarted, and recv is not
+/// when SO_RCVTIMEO is set), which is the harness's business to retry, not a finding.
 tcp::socket connect(asio::io_context& ioc, std::uint16_t port, std::chrono::milliseconds deadline) {
   tcp::socket socket{ioc};
-  socket.connect(tcp::endpoint{asio::ip::make_address("127.0.0.1"), port});
+  const tcp::endpoint server{asio::ip::make_address("127.0.0.1"), port};
+  boost::system::error_code ec;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (socket.is_open()) {
+      socket.close(ec);
+    }
+    socket.connect(server, ec);
+    if (ec != asio::error::interrupted) {
+      break;
+    }
+  }
+  if (ec) {
+    throw boost::system::system_error{ec, "connect"};
+  }
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(deadline.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>((deadline.count() % 1000) * 1000);
@@ -130,6 +120,9 @@ std::string read_some(tcp::socket& socket, std::size_t enough,
     boost::system::error_code ec;
     const std::size_t n = socket.read_some(asio::buffer(chunk), ec);
     got.append(chunk.data(), n);
+    if (ec == asio::error::interrupted) {
+      continue; // SIGALRM from libFuzzer's watchdog (see connect)
+    }
     if (ec) {
       break; // closed, reset, or the receive timeout
     }
@@ -170,14 +163,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint16_t port = s.server.port();
   try {
     send_input(port, std::string_view{reinterpret_cast<const char*>(data), size});
-  } catch (const std::system_error& e) {
+  } catch (const boost::system::system_error& e) {
     // The client side failing (connect refused when out of descriptors...) is checked below.
     std::fprintf(stderr, "http_server_fuzz: client: %s\n", e.what());
   }
   bool serves = false;
   try {
     serves = still_serves(port);
-  } catch (const std::system_error&) {
+  } catch (const boost::system::system_error& e) {
+    std::fprintf(stderr, "http_server_fuzz: liveness client: %s\n", e.what());
   }
   if (!serves) {
     std::fprintf(stderr, "http_server_fuzz: after this input a fresh client is not served "
