@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -366,6 +367,18 @@ status decode_infer_request(ModelInferRequest& in, servekit::request& out,
     return resource_exhausted("out of memory while decoding the request");
   }
   return {};
+}
+
+status check_requested_outputs(std::span<const std::string> requested,
+                               std::span<const tensor_config> declared, std::string_view model) {
+  for (const auto& name : requested) {
+    if (std::none_of(declared.begin(), declared.end(),
+                     [&](const tensor_config& d) { return d.name == name; })) {
+      return invalid_argument(
+          fmt::format("unexpected inference output '{}' for model '{}'", name, model));
+    }
+  }
+  return status{};
 }
 
 void to_infer_parameter(const parameter_value& v, inference::InferParameter& out) {

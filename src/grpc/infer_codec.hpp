@@ -3,6 +3,7 @@
 // request and response; the gRPC server's (src/grpc/server.cpp) and, later, the fuzz target's.
 // Needs the generated classes only, not grpc++.
 
+#include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/buffer.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
@@ -39,6 +40,12 @@ struct raw_view_owner {
 [[nodiscard]] status decode_infer_request(inference::ModelInferRequest& in, servekit::request& out,
                                           const http::request_limits& limits,
                                           const raw_view_owner& views = {});
+
+/// Refuses (invalid_argument, HTTP's message) the first of `requested` that `declared`, the
+/// model's outputs, does not name.
+[[nodiscard]] status check_requested_outputs(std::span<const std::string> requested,
+                                             std::span<const tensor_config> declared,
+                                             std::string_view model);
 
 /// A servekit::response into `out`: model name and version, id, parameters, and every output
 /// (of `requested`, when not empty) with its bytes in raw_output_contents, as Triton answers.

@@ -739,15 +739,10 @@ std::optional<::grpc::Status> ModelInfer_kind::handle(server_state& s,
   if (const status st = decode_infer_request(in, r, s.options().limits, views); !st.ok()) {
     return to_grpc(st);
   }
-  const auto outputs = ref.outputs();
-  for (const auto& o : r.requested_outputs) {
-    const bool known = std::any_of(outputs.begin(), outputs.end(),
-                                   [&](const auto& declared) { return declared.name == o; });
-    if (!known) {
-      return ::grpc::Status{::grpc::StatusCode::INVALID_ARGUMENT,
-                            fmt::format("unexpected inference output '{}' for model '{}'", o,
-                                        c.model->options().name)};
-    }
+  if (const status st =
+          check_requested_outputs(r.requested_outputs, ref.outputs(), c.model->options().name);
+      !st.ok()) {
+    return to_grpc(st);
   }
   c.requested_outputs = r.requested_outputs;
   // A client that cancels, goes away or lets its deadline pass cancels the request (see
@@ -1075,14 +1070,11 @@ void stream_call::handle(stream_request& request) {
     fail(request, st.message());
     return;
   }
-  const auto outputs = ref.outputs();
-  for (const auto& o : r.requested_outputs) {
-    if (std::none_of(outputs.begin(), outputs.end(),
-                     [&](const auto& declared) { return declared.name == o; })) {
-      fail(request, fmt::format("unexpected inference output '{}' for model '{}'", o,
-                                request.model->options().name));
-      return;
-    }
+  if (const status st = check_requested_outputs(r.requested_outputs, ref.outputs(),
+                                                request.model->options().name);
+      !st.ok()) {
+    fail(request, st.message());
+    return;
   }
   request.requested_outputs = r.requested_outputs;
   if (!cancel_source_) {
