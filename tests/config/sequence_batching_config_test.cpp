@@ -342,11 +342,28 @@ TEST(sequence_batching_config, unknown_fields_suggest_the_closest_known_name) {
                          "did you mean 'input_name'?"));
 }
 
-TEST(sequence_batching_config, iterative_sequence_is_refused_by_name) {
-  EXPECT_TRUE(fails_with(with_sequence_batching(R"({"iterative_sequence": true})"),
-                         config_error_code::unknown_field, "/sequence_batching/iterative_sequence",
-                         "field 'iterative_sequence' is not supported by this build of servekit "
-                         "yet"));
+TEST(sequence_batching_config, iterative_sequence_loads_and_saves_with_its_knobs_checked) {
+  const auto options = load_model_config(
+      R"({"max_batch_size": 4, "sequence_batching": {"iterative_sequence": true},
+          "parameters": {"max_num_seqs": {"string_value": "64"},
+                         "batch_scheduler_policy": {"string_value": "guaranteed_no_evict"}}})");
+  ASSERT_TRUE(options.sequence_batching);
+  EXPECT_TRUE(options.sequence_batching->iterative_sequence);
+  EXPECT_EQ(load_model_config(save_model_config(options)), options);
+  EXPECT_TRUE(save_model_config(options).at("sequence_batching").contains("iterative_sequence"));
+  EXPECT_FALSE(save_model_config(load_model_config(with_sequence_batching("{}")))
+                   .at("sequence_batching")
+                   .contains("iterative_sequence"))
+      << "left out at its default";
+  // A knob of the iteration scheduler that does not parse fails the load, naming it...
+  EXPECT_TRUE(fails_with(
+      R"({"max_batch_size": 4, "sequence_batching": {"iterative_sequence": true},
+          "parameters": {"max_num_seqs": {"string_value": "many"}}})",
+      config_error_code::bad_value, "/parameters/max_num_seqs", "expected a non-negative integer"));
+  // ...but without iterative_sequence the parameters are the backend's own business.
+  EXPECT_NO_THROW((void)load_model_config(
+      R"({"max_batch_size": 4, "sequence_batching": {},
+          "parameters": {"max_num_seqs": {"string_value": "many"}}})"));
 }
 
 TEST(sequence_batching_config, wrong_types_and_values_are_refused) {

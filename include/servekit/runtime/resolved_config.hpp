@@ -119,6 +119,14 @@ template <class B>
                        "the config asks for dynamic batching but the model type uses another "
                        "scheduler; compose it with servekit::dynamic_batcher<>");
   }
+  if (options.sequence_batching && options.sequence_batching->iterative_sequence) {
+    // The batchers of model<> schedule whole requests; a model scheduled per forward pass needs
+    // the iteration scheduler, whose model<> policy is not built yet.
+    throw config_error(config_error_code::bad_value, "/sequence_batching/iterative_sequence",
+                       "iterative_sequence: servekit's iteration scheduler "
+                       "(docs/iteration-batching.md) has no model<> policy to serve this model "
+                       "yet; the dynamic and sequence batchers schedule whole requests");
+  }
   if (options.sequence_batching && !sequence_scheduler) {
     throw config_error(config_error_code::bad_value, "/sequence_batching",
                        "the config asks for sequence batching but the model type uses another "

@@ -125,6 +125,10 @@ struct sequence_batching_options {
   std::vector<state_options> state;
   direct_strategy_options direct; ///< used when strategy is direct
   oldest_strategy_options oldest; ///< used when strategy is oldest
+  /// Triton's `iterative_sequence`: a generative model scheduled per forward pass. servekit's
+  /// iteration scheduler (docs/iteration-batching.md) reads its knobs from the model's
+  /// `parameters` (config/iteration_batching_config.hpp).
+  bool iterative_sequence = false;
 
   /// The data type of the CORRID control, or invalid when there is none.
   [[nodiscard]] servekit::data_type corrid_data_type() const noexcept {

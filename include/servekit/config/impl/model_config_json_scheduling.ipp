@@ -374,15 +374,15 @@ inline constexpr json_field<sequence_batching_options> sequence_batching_fields[
      write_unless_default<&sequence_batching_options::control_input>},
     {"state", read_with<read_state, &sequence_batching_options::state>,
      write_unless_default<&sequence_batching_options::state>},
+    member_field<&sequence_batching_options::iterative_sequence>("iterative_sequence"),
 };
 
 [[nodiscard]] SERVEKIT_DECL sequence_batching_options
 read_sequence_batching(const json& value, const std::string& path) {
-  static constexpr std::string_view not_yet_supported[] = {"iterative_sequence"};
   expect_object(value, path);
   check_oneof(value, path, "strategy_choice", {"direct", "oldest"});
   sequence_batching_options out;
-  read_fields(value, path, out, sequence_batching_fields, not_yet_supported);
+  read_fields(value, path, out, sequence_batching_fields);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/config/detail/model_config_json.hpp>
+#include <servekit/config/iteration_batching_config.hpp>
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
@@ -141,6 +142,10 @@ SERVEKIT_DECL void check_model_options(const model_options& options) {
   }
   if (options.sequence_batching) {
     validate(*options.sequence_batching, max_batch_size, options.input, options.output);
+    if (options.sequence_batching->iterative_sequence) {
+      // The iteration scheduler's knobs, read as it will read them: a bad one fails the load.
+      (void)read_iteration_batching(options.parameters);
+    }
   }
 }
 
