@@ -420,6 +420,41 @@ TEST(IterationSchedulerCore, StaticBatchAdmitsOnlyWhenNothingRuns) {
   EXPECT_EQ(h.generated[3], reference(prompt_of(4, 20), 1));
 }
 
+TEST(IterationSchedulerCore, StaticBatchFillsItsSeatsBeyondOneStepsBudget) {
+  auto o = options(1000);
+  o.capacity = kv_capacity_policy::static_batch;
+  o.max_num_batched_tokens = 64;
+  harness h{o};
+  for (std::uint64_t id = 1; id <= 8; ++id) {
+    h.add(id, prompt_of(32, static_cast<token_id>(id * 100)), 3);
+  }
+  h.step();
+  EXPECT_EQ(h.plans.back().sequences.size(), 2U) << "the budget holds two prompts";
+  EXPECT_EQ(h.core.num_running(), 8U) << "but the batch took all eight seats";
+  h.add(9, prompt_of(4, 0), 1);
+  std::set<std::uint64_t> started;
+  while (h.core.num_running() > 0 && h.step()) {
+    for (const auto& s : h.plans.back().sequences) {
+      EXPECT_NE(s.id, 9U) << "nothing joins a running batch";
+      if (s.kind == scheduled_kind::started) {
+        started.insert(s.id);
+      }
+    }
+  }
+  EXPECT_EQ(started.size(), 6U) << "the other six start in later steps, as `started`";
+  h.run();
+  for (std::uint64_t id = 1; id <= 8; ++id) {
+    EXPECT_EQ(h.generated[id], reference(prompt_of(32, static_cast<token_id>(id * 100)), 3));
+  }
+}
+
+TEST(IterationSchedulerCore, TheLastTokenNeedsNoKvBlock) {
+  harness h{options(4)};        // 16 tokens of KV
+  h.add(1, prompt_of(8, 0), 9); // 17 tokens, of which 16 are ever computed
+  h.run();
+  EXPECT_EQ(h.generated[1], reference(prompt_of(8, 0), 9));
+}
+
 TEST(IterationSchedulerCore, PrefixHitsSkipCachedBlocksButNeverTheLastToken) {
   harness h{options(64)};
   h.add(1, prompt_of(12, 0), 1); // three full blocks
@@ -461,7 +496,13 @@ TEST(IterationSchedulerCore, CancelFreesBlocksAtOnceOrAfterTheStepInFlight) {
   EXPECT_TRUE(h.core.cancel(2));
   EXPECT_EQ(h.core.blocks().free_blocks(), free_mid);
   std::vector<generation_event> events;
-  ASSERT_TRUE(h.core.update(outputs, events).ok());
+  std::vector<step_output> without_2;
+  for (const auto& out : outputs) {
+    if (out.id != 2) {
+      without_2.push_back(out);
+    }
+  }
+  ASSERT_TRUE(h.core.update(without_2, events).ok()) << "a cancelled sequence needs no output";
   EXPECT_GT(h.core.blocks().free_blocks(), free_mid);
   for (const auto& e : events) {
     EXPECT_NE(e.id, 2U) << "a cancelled sequence gets no more tokens";

@@ -135,8 +135,19 @@ TEST(KvBlockPool, ADuplicatePrefixKeepsOneOwnerAndSharedBlocksCountOnce) {
   pool.acquire(hits); // a third sequence shares a's blocks
   EXPECT_EQ(pool.ref_count(a[0]), 2U);
   EXPECT_EQ(pool.free_blocks(), 2U);
+  // b's blocks hold chain keys although they own no cache entry: b goes on from them, and its
+  // next block (a new prefix) is cached.
+  std::vector<kv_block_id> b_next;
+  ASSERT_TRUE(pool.allocate(1, b_next));
+  b.push_back(b_next[0]);
+  const auto longer = iota_tokens(6);
+  EXPECT_EQ(pool.cache_full_blocks(longer, b, 2), 3U);
+  hits.clear();
+  ASSERT_EQ(pool.match_prefix(longer, 6, hits), 3U);
+  EXPECT_EQ(hits, (std::vector<kv_block_id>{a[0], a[1], b[2]}));
+  hits.pop_back(); // the sharer holds a's two blocks only
   pool.release(a);
-  EXPECT_EQ(pool.free_blocks(), 2U) << "still held by the sharer";
+  EXPECT_EQ(pool.free_blocks(), 1U) << "still held by the sharer";
   pool.release(hits);
   pool.release(b);
   EXPECT_EQ(pool.free_blocks(), 6U);

@@ -54,7 +54,7 @@ struct generation_request {
   std::uint32_t max_new_tokens = 16; ///< stop after this many generated tokens (at least 1)
   std::optional<token_id> end_token; ///< stop when it is generated (it is kept)
   std::uint32_t priority = 0;        ///< queue order `priority`: smaller first
-  time_point arrival{};              ///< queue orders fcfs (ties) and slo_aware
+  time_point arrival{};              ///< priority order's ties, slo_aware's deadline
   duration ttft_target{};            ///< slo_aware: zero takes the options' ttft_target
 };
 
@@ -81,7 +81,9 @@ struct scheduled_sequence {
   std::span<const kv_block_id> block_table; ///< block i holds positions [i·block_size, ...)
 };
 
-/// One step (forward pass). Its spans stay valid until the next call of a non-const member.
+/// One step (forward pass). Its spans stay valid until update() (add() and cancel() may be
+/// called while the backend reads them). `preempted` and `finished` must be acted on even when
+/// the plan has no sequences.
 struct step_plan {
   std::vector<scheduled_sequence> sequences;
   std::vector<std::uint64_t> preempted; ///< their blocks were freed: drop their state
@@ -134,8 +136,9 @@ public:
   SERVEKIT_DECL status add(generation_request r);
 
   /// Ends a sequence now: it gets no more tokens, its blocks are freed before the next plan
-  /// names any block (at once, or by update() when a step is in flight) and the next plan lists
-  /// it as finished. False when the id is unknown (finished already, or never added).
+  /// names any block (at once, or by update() when a step that uses them is in flight; its id
+  /// stays in use until then) and the next plan lists it as finished. False when the id is
+  /// unknown (finished already, or never added) or already cancelled.
   SERVEKIT_DECL bool cancel(std::uint64_t id);
 
   /// The next step. `now` orders the slo_aware queue. An empty plan (nothing to run) needs no
@@ -143,9 +146,10 @@ public:
   SERVEKIT_DECL const step_plan& schedule(time_point now);
 
   /// Applies the backend's outputs for the last plan: one per sequence that sampled, in any
-  /// order. Appends a generation_event per token to `events` (plan order); finished sequences
-  /// free their blocks. Refused (invalid_argument, nothing applied) when an output is missing,
-  /// repeated or names a sequence that did not sample.
+  /// order (optional for one cancelled during the step, and then dropped). Appends a
+  /// generation_event per token to `events` (plan order); finished sequences free their blocks.
+  /// Refused (invalid_argument, nothing applied) when an output is missing, repeated or names a
+  /// sequence that did not sample.
   SERVEKIT_DECL status update(std::span<const step_output> outputs,
                               std::vector<generation_event>& events);
 
@@ -184,6 +188,7 @@ private:
     std::uint32_t entry = no_entry; // its index in plan_.sequences during a step
     place where = place::free;
     bool cancelled = false; // in a step in flight: freed by update()
+    bool announced = false; // in a plan since its admission
   };
 
   [[nodiscard]] SERVEKIT_DECL std::uint32_t lifetime_tokens(const sequence& s) const noexcept;
@@ -194,8 +199,7 @@ private:
   SERVEKIT_DECL void order_waiting(time_point now);
   SERVEKIT_DECL void schedule_running(std::uint32_t& budget, bool& preempted);
   SERVEKIT_DECL void schedule_waiting(std::uint32_t& budget);
-  SERVEKIT_DECL void record(slot_index s, scheduled_kind kind, std::uint32_t n,
-                            std::uint32_t cached);
+  SERVEKIT_DECL void record(slot_index s, std::uint32_t n);
   SERVEKIT_DECL void retire(slot_index s); // frees blocks and the slot; lists it as finished
   SERVEKIT_DECL void remove_running(slot_index s);
 

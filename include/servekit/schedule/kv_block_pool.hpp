@@ -9,7 +9,8 @@
 /// blocks have keys in the cache takes references on those blocks instead of computing them. A
 /// block nobody references stays cached in the free queue, least recently freed first, until an
 /// allocation evicts it. Unlike a bare hash lookup, a hit is checked against the block's stored
-/// tokens and parent key, so two prefixes whose keys collide do not share KV.
+/// tokens and its parent's key: a wrong hit needs two different prefixes whose 64-bit keys
+/// collide.
 
 #include <servekit/core/detail/linkage.hpp>
 
@@ -100,9 +101,10 @@ private:
   static constexpr kv_block_id none = ~kv_block_id{0};
   struct block {
     std::uint32_t refs = 0;
-    bool keyed = false;           // holds `key` in cache_
-    std::uint64_t key = 0;        // its prefix's hash (when keyed)
-    std::uint64_t parent_key = 0; // the key its parent had (when keyed), to verify hits
+    bool keyed = false;    // owns `key` in cache_ (a block another block's key duplicates does not)
+    bool chained = false;  // `key` is its prefix's hash (full, and cache_full_blocks saw it)
+    std::uint64_t key = 0; // its prefix's hash (when chained)
+    std::uint64_t parent_key = 0; // the key its parent had (when chained), to verify hits
     kv_block_id prev = none;      // the free queue (when refs == 0)
     kv_block_id next = none;
   };

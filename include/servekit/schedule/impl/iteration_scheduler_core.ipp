@@ -69,11 +69,12 @@ SERVEKIT_DECL status iteration_scheduler_core::add(generation_request r) {
   if (index_.contains(r.id)) {
     return invalid_argument("sequence " + std::to_string(r.id) + " is already queued or running");
   }
+  // The KV of every token but the last, which ends the sequence before it is computed.
   const std::uint64_t life = std::min<std::uint64_t>(
       r.prompt.size() + std::uint64_t{r.max_new_tokens}, options_.max_model_len);
-  if (pool_.blocks_for(life) > pool_.num_blocks()) {
+  if (pool_.blocks_for(life - 1) > pool_.num_blocks()) {
     return invalid_argument("sequence " + std::to_string(r.id) + ": its " + std::to_string(life) +
-                            " tokens need " + std::to_string(pool_.blocks_for(life)) +
+                            " tokens need " + std::to_string(pool_.blocks_for(life - 1)) +
                             " KV blocks; the cache has " + std::to_string(pool_.num_blocks()));
   }
 
@@ -137,7 +138,7 @@ SERVEKIT_DECL std::size_t iteration_scheduler_core::pick_victim() const noexcept
   for (std::size_t i = 1; i < running_.size(); ++i) {
     const sequence& a = slots_[running_[i]];
     const sequence& v = slots_[running_[victim]];
-    if (std::tie(a.priority, a.order) > std::tie(v.priority, v.order)) {
+    if (std::tie(a.priority, a.arrival, a.order) > std::tie(v.priority, v.arrival, v.order)) {
       victim = i;
     }
   }
@@ -167,16 +168,20 @@ SERVEKIT_DECL void iteration_scheduler_core::preempt(std::size_t running_index,
   plan_.preempted.push_back(s.id);
 }
 
-SERVEKIT_DECL void iteration_scheduler_core::record(slot_index at, scheduled_kind kind,
-                                                    std::uint32_t n, std::uint32_t cached) {
+SERVEKIT_DECL void iteration_scheduler_core::record(slot_index at, std::uint32_t n) {
   sequence& s = slots_[at];
   s.entry = static_cast<std::uint32_t>(plan_.sequences.size());
   scheduled_sequence e;
   e.id = s.id;
-  e.kind = kind;
+  // Its first plan since admission tells the backend to set it up: what it holds so far are
+  // its prefix-cache hits.
+  e.kind = s.announced         ? scheduled_kind::continuing
+           : s.preemptions > 0 ? scheduled_kind::resumed
+                               : scheduled_kind::started;
   e.first_token = s.computed;
   e.num_tokens = n;
-  e.cached_tokens = cached;
+  e.cached_tokens = s.announced ? 0 : s.computed;
+  s.announced = true;
   plan_.sequences.push_back(e);
   entry_slots_.push_back(at);
   plan_.scheduled_tokens += n;
@@ -189,7 +194,10 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_running(std::uint32_t& bud
   while (i < running_.size() && budget > 0) {
     const slot_index at = running_[i];
     sequence& s = slots_[at];
-    const std::uint32_t n = wanted_tokens(s, s.computed, budget);
+    const auto remaining = static_cast<std::uint32_t>(s.tokens.size()) - s.computed;
+    const std::uint32_t n = !options_.enable_chunked_prefill && remaining > budget
+                                ? 0 // a whole prompt waits for a step with room for it
+                                : wanted_tokens(s, s.computed, budget);
     if (n == 0) {
       ++i;
       continue;
@@ -211,9 +219,9 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_running(std::uint32_t& bud
       }
     }
     if (itself) {
-      continue; // running_[i] is now the next sequence, if any
+      break; // as vLLM: a sequence that preempted itself ends this step's running pass
     }
-    record(at, scheduled_kind::continuing, n, 0);
+    record(at, n);
     budget -= n;
     ++i;
   }
@@ -227,15 +235,16 @@ SERVEKIT_DECL void iteration_scheduler_core::order_waiting(time_point now) {
     std::stable_sort(waiting_.begin(), waiting_.end(), [&](slot_index a, slot_index b) {
       const sequence& x = slots_[a];
       const sequence& y = slots_[b];
-      return std::tie(x.priority, x.order) < std::tie(y.priority, y.order);
+      return std::tie(x.priority, x.arrival, x.order) < std::tie(y.priority, y.arrival, y.order);
     });
     return;
   case iteration_queue_order::slo_aware:
     std::stable_sort(waiting_.begin(), waiting_.end(), [&](slot_index a, slot_index b) {
       const sequence& x = slots_[a];
       const sequence& y = slots_[b];
-      // Preempted sequences have had their first token: they go first, oldest first. Then
-      // those that can still meet their deadline, earliest first; then the late, oldest first.
+      // Preempted sequences were started already (most have had their first token): they go
+      // first, oldest first. Then those that can still meet their deadline, earliest first;
+      // then the late, oldest first.
       const bool xp = x.preemptions > 0;
       const bool yp = y.preemptions > 0;
       if (xp != yp) {
@@ -265,11 +274,14 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_waiting(std::uint32_t& bud
   if (reserve) {
     for (const slot_index at : running_) {
       const sequence& s = slots_[at];
-      const std::size_t life = pool_.blocks_for(lifetime_tokens(s));
+      const std::size_t life = pool_.blocks_for(lifetime_tokens(s) - 1);
       reserved += life > s.blocks.size() ? life - s.blocks.size() : 0;
     }
   }
-  while (!waiting_.empty() && running_.size() < options_.max_num_seqs && budget > 0) {
+  // static_batch forms its batch by seats and KV, not by this step's token budget: a sequence
+  // admitted without tokens now starts in a later step, before anything new is admitted.
+  const bool by_seats = options_.capacity == kv_capacity_policy::static_batch;
+  while (!waiting_.empty() && running_.size() < options_.max_num_seqs && (budget > 0 || by_seats)) {
     const slot_index at = waiting_.front();
     sequence& s = slots_[at];
     hits_.clear();
@@ -280,11 +292,12 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_waiting(std::uint32_t& bud
     }
     const auto hit_tokens = static_cast<std::uint32_t>(hit_blocks * pool_.block_size());
     const auto remaining = static_cast<std::uint32_t>(s.tokens.size()) - hit_tokens;
-    if (!options_.enable_chunked_prefill && remaining > budget) {
+    const bool whole_later = !options_.enable_chunked_prefill && remaining > budget;
+    if (whole_later && !by_seats) {
       break;
     }
-    const std::uint32_t n = wanted_tokens(s, hit_tokens, budget);
-    if (n == 0) {
+    const std::uint32_t n = whole_later ? 0 : wanted_tokens(s, hit_tokens, budget);
+    if (n == 0 && !by_seats) {
       break;
     }
     const std::size_t need_now = pool_.blocks_for(std::size_t{hit_tokens} + n) - hit_blocks;
@@ -292,7 +305,7 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_waiting(std::uint32_t& bud
     const std::size_t free = pool_.free_blocks();
     std::size_t life_need = need_now;
     if (reserve) {
-      life_need = pool_.blocks_for(lifetime_tokens(s)) - hit_blocks;
+      life_need = pool_.blocks_for(lifetime_tokens(s) - 1) - hit_blocks;
       if (life_need + hits_free + reserved > free) {
         break; // head of line: the first that does not fit stops admission
       }
@@ -308,12 +321,14 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_waiting(std::uint32_t& bud
     }
     s.keyed_blocks = hit_blocks;
     s.computed = hit_tokens;
+    s.announced = false;
     waiting_.pop_front();
     s.where = place::running;
     running_.push_back(at);
-    record(at, s.preemptions > 0 ? scheduled_kind::resumed : scheduled_kind::started, n,
-           hit_tokens);
-    budget -= n;
+    if (n > 0) {
+      record(at, n);
+      budget -= n;
+    }
   }
 }
 
@@ -372,15 +387,8 @@ SERVEKIT_DECL status iteration_scheduler_core::update(std::span<const step_outpu
   if (!in_step_) {
     return invalid_argument("update() without a step in flight");
   }
-  // Check first, apply after: a bad answer changes nothing.
-  std::size_t sampling = 0;
-  for (const scheduled_sequence& e : plan_.sequences) {
-    sampling += e.samples ? 1 : 0;
-  }
-  if (outputs.size() != sampling) {
-    return invalid_argument("the step sampled " + std::to_string(sampling) +
-                            " sequences; the backend answered " + std::to_string(outputs.size()));
-  }
+  // Check first, apply after: a bad answer changes nothing. A sequence cancelled during the
+  // step may be answered or not; every other one that sampled must be, once.
   // The position of each sequence's output (no_entry: none yet).
   std::vector<std::uint32_t>& answer = answers_;
   answer.assign(plan_.sequences.size(), no_entry);
@@ -395,6 +403,13 @@ SERVEKIT_DECL status iteration_scheduler_core::update(std::span<const step_outpu
       return invalid_argument("two outputs for sequence " + std::to_string(outputs[k].id));
     }
     answer[entry] = static_cast<std::uint32_t>(k);
+  }
+  for (std::size_t i = 0; i < plan_.sequences.size(); ++i) {
+    const scheduled_sequence& e = plan_.sequences[i];
+    if (e.samples && answer[i] == no_entry && !slots_[entry_slots_[i]].cancelled) {
+      return invalid_argument("no output for sequence " + std::to_string(e.id) +
+                              ", which the step sampled");
+    }
   }
 
   for (std::size_t i = 0; i < plan_.sequences.size(); ++i) {

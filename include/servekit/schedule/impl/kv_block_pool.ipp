@@ -98,6 +98,7 @@ SERVEKIT_DECL bool kv_block_pool::allocate(std::size_t n, std::vector<kv_block_i
       drop_key(b);
       ++stats_.evicted_blocks;
     }
+    blocks_[b].chained = false;
     blocks_[b].refs = 1;
     out.push_back(b);
   }
@@ -131,25 +132,26 @@ SERVEKIT_DECL std::size_t kv_block_pool::cache_full_blocks(std::span<const token
     return cached;
   }
   const std::size_t full = std::min(tokens.size() / block_size_, blocks.size());
+  // Every full block keeps its chain key, owner of the cache entry or not: the next call goes on
+  // from the last one instead of hashing the sequence again (a duplicated prefix would
+  // otherwise cost O(length) a step).
   std::uint64_t parent = 0;
   if (cached > 0) {
     const block& last = blocks_[blocks[cached - 1]];
-    if (!last.keyed) {
-      // Its key went to another block (a duplicate prefix): recompute the chain's keys.
-      cached = 0;
-    } else {
-      parent = last.key;
-    }
+    SERVEKIT_ASSERT(last.chained,
+                    "kv_block_pool::cache_full_blocks: the first `cached` blocks have no keys");
+    parent = last.key;
   }
   for (std::size_t i = cached; i < full; ++i) {
     const auto chunk = tokens.subspan(i * block_size_, block_size_);
     const std::uint64_t key = key_of(parent, chunk);
     block& k = blocks_[blocks[i]];
-    if (!k.keyed) {
+    if (!k.chained) {
+      k.chained = true;
+      k.key = key;
+      k.parent_key = parent;
       if (cache_.try_emplace(key, blocks[i]).second) {
         k.keyed = true;
-        k.key = key;
-        k.parent_key = parent;
         std::memcpy(&tokens_[std::size_t{blocks[i]} * block_size_], chunk.data(),
                     block_size_ * sizeof(token_id));
       }
