@@ -299,20 +299,33 @@ def check_cancellation(stub):
     # identity_delay batches for up to 100 ms before it executes: a call whose 40 ms deadline
     # passes there is cancelled in the queue. The client sees DEADLINE_EXCEEDED; the server
     # answers the request `cancelled` (a failure in the statistics) and never executes it.
-    before = statistics(stub, "identity_delay")
-    q = pb.ModelInferRequest(model_name="identity_delay")
-    t = infer_input("INPUT0", "FP32", [1, 1])
-    t.contents.fp32_contents.append(99.0)  # not a cached answer
-    q.inputs.append(t)
-    expect_error(grpc.StatusCode.DEADLINE_EXCEEDED, stub.ModelInfer, q, timeout=0.04)
-    wait_until(lambda: statistics(stub, "identity_delay").inference_stats.fail.count ==
-               before.inference_stats.fail.count + 1,
-               "the queued request of the expired call to be cancelled")
-    time.sleep(0.3)  # past when it would have executed
-    after = statistics(stub, "identity_delay")
-    check(after.execution_count == before.execution_count and
-          after.inference_count == before.inference_count,
-          f"the cancelled request executed: {before} -> {after}")
+    # On a slow machine (a sanitizer build) the deadline may pass before the server has queued
+    # the request at all; then nothing is counted and the attempt is made again. Whatever
+    # happens, the request must never execute.
+    queued_and_cancelled = False
+    for attempt in range(5):
+        before = statistics(stub, "identity_delay")
+        q = pb.ModelInferRequest(model_name="identity_delay")
+        t = infer_input("INPUT0", "FP32", [1, 1])
+        t.contents.fp32_contents.append(99.0 + attempt)  # not a cached answer
+        q.inputs.append(t)
+        expect_error(grpc.StatusCode.DEADLINE_EXCEEDED, stub.ModelInfer, q, timeout=0.04)
+        try:
+            wait_until(lambda: statistics(stub, "identity_delay").inference_stats.fail.count ==
+                       before.inference_stats.fail.count + 1,
+                       "the queued request of the expired call to be cancelled", timeout=3.0)
+            queued_and_cancelled = True
+        except Failure:
+            pass
+        time.sleep(0.3)  # past when it would have executed
+        after = statistics(stub, "identity_delay")
+        check(after.execution_count == before.execution_count and
+              after.inference_count == before.inference_count,
+              f"the cancelled request executed: {before} -> {after}")
+        if queued_and_cancelled:
+            break
+    check(queued_and_cancelled,
+          "in 5 attempts the expired call's request was never queued and cancelled")
 
     # A stream cancelled after its first response stops its decoupled model at the next one
     # (a final `cancelled` error, counted in response_stats), instead of sending the rest.

@@ -5,24 +5,11 @@
 #include <servekit/core/data_type.hpp>
 #include <servekit/onnx/graph_builder.hpp>
 
-#include <opencv2/core/utility.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace onnx_tests {
-
-#if defined(__SANITIZE_THREAD__)
-// OpenCV parallelises a layer over TBB's thread pool, whose synchronisation ThreadSanitizer cannot
-// see (Debian's TBB is not instrumented): it would report the pool's reads of an input as racing
-// with the instance thread that frees it. Under ThreadSanitizer OpenCV runs every layer on the
-// calling thread; servekit's own threads are what the TSan build checks.
-inline const bool opencv_on_the_calling_thread = [] {
-  cv::setNumThreads(1);
-  return true;
-}();
-#endif
 
 inline std::vector<float> weights() {
   std::vector<float> w(12);

@@ -37,6 +37,7 @@
 #include <servekit/runtime/model_options.hpp>
 
 #include <opencv2/core.hpp>
+#include <opencv2/core/utility.hpp>
 #include <opencv2/dnn.hpp>
 
 #include <algorithm>
@@ -307,6 +308,18 @@ inline void from_mat(const cv::Mat& mat, std::size_t first, std::size_t count, d
   }
   return dims;
 }
+
+#if defined(__SANITIZE_THREAD__)
+// OpenCV parallelises a layer over TBB's thread pool, whose synchronisation ThreadSanitizer cannot
+// see (Debian's TBB is not instrumented): it reports the pool's reads of a batch's input as racing
+// with the instance thread that allocated or frees it. In a ThreadSanitizer build, OpenCV runs
+// every layer on the calling thread (the instance's), so what TSan checks is servekit's own
+// threads. Other builds keep OpenCV's threads.
+inline const bool opencv_on_the_calling_thread = [] {
+  cv::setNumThreads(1);
+  return true;
+}();
+#endif
 
 /// A network from the model's bytes, on OpenCV's own CPU backend.
 [[nodiscard]] inline cv::dnn::Net import_net(const std::string& bytes, const std::string& file) {
