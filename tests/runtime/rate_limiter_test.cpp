@@ -158,7 +158,25 @@ TEST(instance_rate_limits, two_models_sharing_a_resource_of_count_one_never_exec
   }
   EXPECT_EQ(most.load(), 1);
   EXPECT_EQ(done.load(), 5 * rounds);
-  EXPECT_GT(waited.load(), 0U); // someone had to wait
+  (void)waited.load(); // whether the threads above overlapped is the scheduler's business
+
+  // A wait is counted: B's instance asks while A's holds the resource, and A lets go only
+  // after B has been asking for a while.
+  ASSERT_EQ(limits_a.acquire(0), 0U);
+  std::atomic<bool> asking{false};
+  std::uint64_t b_waited = 0;
+  std::thread b_thread{[&] {
+    asking = true;
+    b_waited = limits_b.acquire(0);
+    limits_b.release(0);
+  }};
+  while (!asking) {
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  limits_a.release(0);
+  b_thread.join();
+  EXPECT_GT(b_waited, 0U);
 }
 
 // A model unregistering (destroyed) while another keeps serving: the other's waiting instance
