@@ -185,10 +185,8 @@ struct run_result {
   std::vector<double> ttft_s;
   std::vector<double> tpot_s;
   std::uint64_t refused = 0;
-  std::uint64_t steps = 0;
   std::uint64_t preemptions = 0;
   double span_s = 0; // arrivals' span, scaled: goodput's denominator
-  double makespan_s = 0;
 
   [[nodiscard]] double meeting(slo target) const {
     std::uint64_t n = 0;
@@ -259,7 +257,6 @@ run_result replay(const std::vector<trace_request>& requests, double scale,
     }
     events.clear();
     (void)core.update(sampled, events);
-    ++out.steps;
     for (const auto& e : events) {
       live& l = state[e.id];
       if (l.first < 0) {
@@ -274,7 +271,6 @@ run_result replay(const std::vector<trace_request>& requests, double scale,
   }
   out.preemptions = core.stats().preemptions;
   out.span_s = requests.empty() ? 0 : requests.back().arrival_s / scale;
-  out.makespan_s = now;
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/schedule/iteration_batching_options.hpp>
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -88,6 +89,28 @@ inline void read_iteration_flag(const parameter_map& p,
   }
 }
 
+/// One of `choices`, by the name to_string gives it (the names configs use).
+template <class Enum, std::size_t N>
+void read_iteration_choice(const parameter_map& p, std::initializer_list<std::string_view> keys,
+                           const std::array<Enum, N>& choices, Enum& out) {
+  const auto v = iteration_parameter(p, keys);
+  if (!v) {
+    return;
+  }
+  std::string names;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (to_string(choices[i]) == v->second) {
+      out = choices[i];
+      return;
+    }
+    names += std::string{i == 0       ? ""
+                         : i + 1 == N ? " or "
+                                      : ", "} +
+             std::string{to_string(choices[i])};
+  }
+  fail_iteration_parameter(v->first, "expected " + names + ", got '" + v->second + "'");
+}
+
 } // namespace detail
 
 /// The options `parameters` set over `defaults` (num_blocks has no default: a config sets
@@ -107,48 +130,25 @@ read_iteration_batching(const parameter_map& parameters, iteration_batching_opti
                        o.long_prefill_token_threshold);
   read_iteration_count(parameters, {"block_size", "tokens_per_block"}, o.block_size);
   read_iteration_count(parameters, {"num_gpu_blocks"}, o.num_blocks);
-  if (const auto tokens =
-          detail::iteration_parameter(parameters, {"max_tokens_in_paged_kv_cache"})) {
-    std::uint32_t n = 0;
-    read_iteration_count(parameters, {"max_tokens_in_paged_kv_cache"}, n);
-    const std::uint32_t blocks = o.block_size == 0 ? 0 : n / o.block_size;
+  if (parameters.contains("max_tokens_in_paged_kv_cache")) {
+    std::uint32_t tokens = 0;
+    read_iteration_count(parameters, {"max_tokens_in_paged_kv_cache"}, tokens);
+    const std::uint32_t blocks = o.block_size == 0 ? 0 : tokens / o.block_size;
     if (parameters.contains("num_gpu_blocks") && blocks != o.num_blocks) {
-      detail::fail_iteration_parameter(
-          tokens->first, "'" + tokens->second + "' tokens are " + std::to_string(blocks) +
-                             " blocks of " + std::to_string(o.block_size) +
-                             "; num_gpu_blocks says " + std::to_string(o.num_blocks));
+      detail::fail_iteration_parameter("max_tokens_in_paged_kv_cache",
+                                       "'" + std::to_string(tokens) + "' tokens are " +
+                                           std::to_string(blocks) + " blocks of " +
+                                           std::to_string(o.block_size) + "; num_gpu_blocks says " +
+                                           std::to_string(o.num_blocks));
     }
     o.num_blocks = blocks;
   }
   read_iteration_flag(parameters, {"enable_prefix_caching", "enable_kv_cache_reuse"},
                       o.enable_prefix_caching);
   read_iteration_count(parameters, {"max_model_len"}, o.max_model_len);
-  if (const auto v =
-          detail::iteration_parameter(parameters, {"batch_scheduler_policy", "capacity_policy"})) {
-    if (v->second == "max_utilization") {
-      o.capacity = kv_capacity_policy::max_utilization;
-    } else if (v->second == "guaranteed_no_evict") {
-      o.capacity = kv_capacity_policy::guaranteed_no_evict;
-    } else if (v->second == "static_batch") {
-      o.capacity = kv_capacity_policy::static_batch;
-    } else {
-      detail::fail_iteration_parameter(
-          v->first,
-          "expected max_utilization, guaranteed_no_evict or static_batch, got '" + v->second + "'");
-    }
-  }
-  if (const auto v = detail::iteration_parameter(parameters, {"scheduling_policy"})) {
-    if (v->second == "fcfs") {
-      o.order = iteration_queue_order::fcfs;
-    } else if (v->second == "priority") {
-      o.order = iteration_queue_order::priority;
-    } else if (v->second == "slo_aware") {
-      o.order = iteration_queue_order::slo_aware;
-    } else {
-      detail::fail_iteration_parameter(v->first, "expected fcfs, priority or slo_aware, got '" +
-                                                     v->second + "'");
-    }
-  }
+  detail::read_iteration_choice(parameters, {"batch_scheduler_policy", "capacity_policy"},
+                                kv_capacity_policies, o.capacity);
+  detail::read_iteration_choice(parameters, {"scheduling_policy"}, iteration_queue_orders, o.order);
   std::uint32_t ttft_ms = 0;
   read_iteration_count(parameters, {"ttft_target_ms"}, ttft_ms);
   if (ttft_ms > 0) {

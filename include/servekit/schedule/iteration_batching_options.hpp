@@ -8,6 +8,7 @@
 #include <servekit/core/clock.hpp>
 #include <servekit/core/config_error.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -84,6 +85,13 @@ struct iteration_batching_options {
   }
   return "?";
 }
+
+/// Every value of each, in declaration order (for parsers and tests).
+inline constexpr std::array kv_capacity_policies{kv_capacity_policy::guaranteed_no_evict,
+                                                 kv_capacity_policy::max_utilization,
+                                                 kv_capacity_policy::static_batch};
+inline constexpr std::array iteration_queue_orders{
+    iteration_queue_order::fcfs, iteration_queue_order::priority, iteration_queue_order::slo_aware};
 
 /// Throws config_error (bad_value, with the JSON pointer of the field under `path`) when `o`
 /// breaks a rule: every count at least 1, num_blocks given, max_num_batched_tokens ≥

@@ -191,7 +191,8 @@ private:
     bool announced = false; // in a plan since its admission
   };
 
-  [[nodiscard]] SERVEKIT_DECL std::uint32_t lifetime_tokens(const sequence& s) const noexcept;
+  /// The KV blocks of its whole life: every token but the last, which ends it uncomputed.
+  [[nodiscard]] SERVEKIT_DECL std::size_t lifetime_blocks(const sequence& s) const noexcept;
   [[nodiscard]] SERVEKIT_DECL std::uint32_t wanted_tokens(const sequence& s, std::uint32_t from,
                                                           std::uint32_t budget) const noexcept;
   SERVEKIT_DECL std::size_t pick_victim() const noexcept;

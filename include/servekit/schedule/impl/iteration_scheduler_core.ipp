@@ -33,10 +33,11 @@ iteration_scheduler_core::iteration_scheduler_core(const iteration_batching_opti
   running_.reserve(options_.max_num_seqs);
 }
 
-SERVEKIT_DECL std::uint32_t
-iteration_scheduler_core::lifetime_tokens(const sequence& s) const noexcept {
-  const std::uint64_t life = std::uint64_t{s.prompt_len} + s.max_new_tokens;
-  return static_cast<std::uint32_t>(std::min<std::uint64_t>(life, options_.max_model_len));
+SERVEKIT_DECL std::size_t
+iteration_scheduler_core::lifetime_blocks(const sequence& s) const noexcept {
+  const std::uint64_t life = std::min<std::uint64_t>(std::uint64_t{s.prompt_len} + s.max_new_tokens,
+                                                     options_.max_model_len);
+  return pool_.blocks_for(static_cast<std::size_t>(life - 1));
 }
 
 SERVEKIT_DECL std::uint32_t
@@ -274,7 +275,7 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_waiting(std::uint32_t& bud
   if (reserve) {
     for (const slot_index at : running_) {
       const sequence& s = slots_[at];
-      const std::size_t life = pool_.blocks_for(lifetime_tokens(s) - 1);
+      const std::size_t life = lifetime_blocks(s);
       reserved += life > s.blocks.size() ? life - s.blocks.size() : 0;
     }
   }
@@ -305,7 +306,7 @@ SERVEKIT_DECL void iteration_scheduler_core::schedule_waiting(std::uint32_t& bud
     const std::size_t free = pool_.free_blocks();
     std::size_t life_need = need_now;
     if (reserve) {
-      life_need = pool_.blocks_for(lifetime_tokens(s) - 1) - hit_blocks;
+      life_need = lifetime_blocks(s) - hit_blocks;
       if (life_need + hits_free + reserved > free) {
         break; // head of line: the first that does not fit stops admission
       }
