@@ -26,6 +26,7 @@
 // LibTorch. The HTTP tests link the other backends only, and load no LibTorch.
 #if defined(SERVEKIT_HAS_LIBTORCH)
 #include <servekit/libtorch/backend.hpp>
+#include <servekit/libtorch/causal_lm.hpp>
 #endif
 
 namespace servekit_server {
@@ -53,8 +54,11 @@ using file_backends = builtin_backends;
 #endif
 
 #if defined(SERVEKIT_HAS_LIBTORCH)
+// `causal_lm`: a generative TorchScript model served per step by the iteration batcher
+// (examples/models/tiny_lm, docs/llm-serving.md).
 using bundled_backends =
-    file_backends::with<servekit::named_backend<"pytorch", servekit::libtorch::backend>>;
+    file_backends::with<servekit::named_backend<"pytorch", servekit::libtorch::backend>,
+                        servekit::named_backend<"causal_lm", servekit::libtorch::causal_lm>>;
 #else
 using bundled_backends = file_backends;
 #endif
@@ -79,4 +83,5 @@ SERVEKIT_EXTERN_COMPOSITIONS(servekit::onnx::backend, servekit::host_state_store
 #endif
 #if defined(SERVEKIT_HAS_LIBTORCH)
 SERVEKIT_EXTERN_COMPOSITIONS(servekit::libtorch::backend, servekit::host_state_store);
+SERVEKIT_EXTERN_COMPOSITIONS(servekit::libtorch::causal_lm, servekit::host_state_store);
 #endif

@@ -5,4 +5,5 @@
 /// servekit::libtorch). See docs/backends.md.
 
 #include <servekit/libtorch/backend.hpp>
+#include <servekit/libtorch/causal_lm.hpp>
 #include <servekit/libtorch/tensor_naming.hpp>

@@ -3,7 +3,10 @@
 /// The runtime layer: model<Backend, Policies...>, instance groups and the shells.
 
 #include <servekit/runtime/auto_complete.hpp>
+#include <servekit/runtime/generative_backend.hpp>
+#include <servekit/runtime/generative_model.hpp>
 #include <servekit/runtime/instance_group.hpp>
+#include <servekit/runtime/iteration_shell.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>

@@ -9,7 +9,9 @@
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
 #include <servekit/schedule/ensemble_scheduling_options.hpp>
+#include <servekit/schedule/iteration_batcher.hpp>
 #include <servekit/schedule/iteration_batching_options.hpp>
+#include <servekit/schedule/iteration_batching_parameters.hpp>
 #include <servekit/schedule/iteration_scheduler_core.hpp>
 #include <servekit/schedule/kv_block_pool.hpp>
 #include <servekit/schedule/oldest_sequence_core.hpp>

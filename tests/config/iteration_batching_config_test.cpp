@@ -1,6 +1,6 @@
 // read_iteration_batching: the iteration scheduler's knobs from a model's parameters, under
 // vLLM's and TensorRT-LLM backend's names.
-#include <servekit/config/iteration_batching_config.hpp>
+#include <servekit/schedule/iteration_batching_parameters.hpp>
 
 #include <gtest/gtest.h>
 

@@ -172,6 +172,86 @@ def forward(self, image):
   return m;
 }
 
+/// A parameter holding `values` (FP64), shaped `sizes`.
+at::Tensor parameter64(const std::vector<double>& values, std::vector<std::int64_t> sizes) {
+  return at::from_blob(const_cast<double*>(values.data()), sizes, at::kDouble).clone();
+}
+
+/// reference_models::tiny_lm as TorchScript, for servekit::libtorch::causal_lm: the shape
+/// attributes it checks, and `step`, one forward pass over the tokens a step plan schedules with
+/// the keys and values in a paged cache (libtorch/causal_lm.hpp gives the contract).
+torch::jit::Module tiny_lm() {
+  using reference_models::tiny_lm;
+  const auto w = tiny_lm::seeded();
+  constexpr auto L = tiny_lm::layers;
+  constexpr auto d = tiny_lm::width;
+  constexpr auto f = tiny_lm::hidden;
+  torch::jit::Module m{"tiny_lm"};
+  m.register_attribute("vocab_size", c10::IntType::get(), tiny_lm::vocab);
+  m.register_attribute("num_layers", c10::IntType::get(), L);
+  m.register_attribute("num_heads", c10::IntType::get(), tiny_lm::heads);
+  m.register_attribute("head_dim", c10::IntType::get(), tiny_lm::head_dim);
+  m.register_parameter("embedding", parameter64(w.embedding, {tiny_lm::vocab, d}), false);
+  m.register_parameter("ln1_w", parameter64(w.ln1_w, {L, d}), false);
+  m.register_parameter("ln1_b", parameter64(w.ln1_b, {L, d}), false);
+  m.register_parameter("ln2_w", parameter64(w.ln2_w, {L, d}), false);
+  m.register_parameter("ln2_b", parameter64(w.ln2_b, {L, d}), false);
+  m.register_parameter("wq", parameter64(w.wq, {L, d, d}), false);
+  m.register_parameter("wk", parameter64(w.wk, {L, d, d}), false);
+  m.register_parameter("wv", parameter64(w.wv, {L, d, d}), false);
+  m.register_parameter("wo", parameter64(w.wo, {L, d, d}), false);
+  m.register_parameter("w1", parameter64(w.w1, {L, d, f}), false);
+  m.register_parameter("b1", parameter64(w.b1, {L, f}), false);
+  m.register_parameter("w2", parameter64(w.w2, {L, f, d}), false);
+  m.register_parameter("lnf_w", parameter64(w.lnf_w, {d}), false);
+  m.register_parameter("lnf_b", parameter64(w.lnf_b, {d}), false);
+  m.register_parameter("mask", parameter64(w.mask, {tiny_lm::vocab}), false);
+  m.define(R"(
+def positions_code(self, positions: Tensor) -> Tensor:
+    d = self.num_heads * self.head_dim
+    i = torch.arange(d).double()
+    frequency = torch.pow(10000.0, -(2.0 * torch.floor(i / 2.0)) / d)
+    angle = positions.double().unsqueeze(1) * frequency.unsqueeze(0)
+    even = (torch.remainder(i, 2.0) == 0.0).unsqueeze(0)
+    return torch.where(even, torch.sin(angle), torch.cos(angle))
+
+def step(self, tokens: Tensor, positions: Tensor, slots: Tensor, k_cache: Tensor,
+         v_cache: Tensor, starts: List[int], lengths: List[int], contexts: List[Tensor],
+         sample_rows: Tensor) -> Tensor:
+    H = self.num_heads
+    D = self.head_dim
+    d = H * D
+    scale = 1.0 / (D ** 0.5)
+    x = torch.embedding(self.embedding, tokens) + self.positions_code(positions)
+    for l in range(self.num_layers):
+        h = torch.layer_norm(x, [d], self.ln1_w[l], self.ln1_b[l], 1e-5)
+        q = torch.matmul(h, self.wq[l]).view(-1, H, D)
+        k = torch.matmul(h, self.wk[l]).view(-1, H, D)
+        v = torch.matmul(h, self.wv[l]).view(-1, H, D)
+        k_cache[l].index_copy_(0, slots, k)
+        v_cache[l].index_copy_(0, slots, v)
+        outs: List[Tensor] = []
+        for i in range(len(starts)):
+            n = lengths[i]
+            context = contexts[i]
+            c = context.size(0)
+            qi = q.narrow(0, starts[i], n).transpose(0, 1)
+            kc = k_cache[l].index_select(0, context).permute(1, 2, 0)
+            vc = v_cache[l].index_select(0, context).transpose(0, 1)
+            scores = torch.matmul(qi, kc) * scale
+            future = torch.ones([n, c]).triu(c - n + 1) > 0.5
+            scores = scores.masked_fill(future.unsqueeze(0), float('-inf'))
+            attended = torch.matmul(torch.softmax(scores, -1), vc)
+            outs.append(attended.transpose(0, 1).reshape(n, d))
+        x = x + torch.matmul(torch.cat(outs, 0), self.wo[l])
+        h = torch.layer_norm(x, [d], self.ln2_w[l], self.ln2_b[l], 1e-5)
+        x = x + torch.matmul(torch.gelu(torch.matmul(h, self.w1[l]) + self.b1[l]), self.w2[l])
+    last = torch.layer_norm(x.index_select(0, sample_rows), [d], self.lnf_w, self.lnf_b, 1e-5)
+    return torch.matmul(last, self.embedding.t()) + self.mask
+)");
+  return m;
+}
+
 #if defined(SERVEKIT_MAKE_ONNX_MODELS)
 /// reference_models::classifier as an ONNX graph (opset 13): Conv, Relu, MaxPool, Flatten, Gemm;
 /// the batch size is symbolic ("N"), so the backend batches along it.
@@ -206,6 +286,7 @@ void write_repository(const std::filesystem::path& root) {
   save_version(classifier(), root, "image_classifier");
   save_version(preprocess(), root, "image_preprocess");
   save_version(gru(), root, "gru_sequence");
+  save_version(tiny_lm(), root, "tiny_lm");
 #if defined(SERVEKIT_MAKE_ONNX_MODELS)
   classifier_onnx().save(root / "image_classifier_onnx" / "1" / "model.onnx");
 #endif
@@ -222,6 +303,7 @@ void write_test_models(const std::filesystem::path& folder) {
   save(reshape(), folder, "reshape");
   save(gru(), folder, "gru");
   save(control_echo(), folder, "control_echo");
+  save(tiny_lm(), folder, "tiny_lm");
 }
 
 } // namespace

@@ -246,14 +246,16 @@ const bound_case bound_cases[] = {
     {"instance_group count", scheduler::dynamic,
      R"({"instance_group": [{"kind": "KIND_CPU", "count": -2147483648}]})",
      "/instance_group/0/count", ""},
-    // iterative_sequence loads as config, but no model<> scheduler serves it yet: refused by
+    // iterative_sequence asks for the iteration scheduler: a request-level batcher refuses it by
     // name whichever batcher the model type has.
     {"iterative_sequence", scheduler::direct,
      R"({"max_batch_size": 4, "sequence_batching": {"iterative_sequence": true}})",
-     "/sequence_batching/iterative_sequence", "has no model<> policy to serve this model yet"},
+     "/sequence_batching/iterative_sequence",
+     "compose a generative backend with servekit::iteration_batcher<>"},
     {"iterative_sequence", scheduler::dynamic,
      R"({"max_batch_size": 4, "sequence_batching": {"iterative_sequence": true}})",
-     "/sequence_batching/iterative_sequence", "has no model<> policy to serve this model yet"},
+     "/sequence_batching/iterative_sequence",
+     "compose a generative backend with servekit::iteration_batcher<>"},
 };
 
 void PrintTo(const bound_case& c, std::ostream* os) { *os << c.field; }

@@ -5,3 +5,5 @@
 #include "bundled_backends.hpp"
 
 SERVEKIT_INSTANTIATE_COMPOSITIONS(servekit::libtorch::backend, servekit::host_state_store);
+// causal_lm (servekit::libtorch's generative backend): its iteration-batched model.
+SERVEKIT_INSTANTIATE_COMPOSITIONS(servekit::libtorch::causal_lm, servekit::host_state_store);

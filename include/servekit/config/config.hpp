@@ -3,6 +3,6 @@
 /// The config layer: Triton model configuration (JSON, and protobuf text format as in
 /// config.pbtxt) for servekit's options structs.
 
-#include <servekit/config/iteration_batching_config.hpp>
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/config/model_config_pbtxt.hpp>
+#include <servekit/schedule/iteration_batching_parameters.hpp>

@@ -80,7 +80,11 @@ inline constexpr std::array<std::string_view, 9> restricted_api_names{
   case endpoint::model_infer:
   case endpoint::model_generate:
   case endpoint::model_generate_stream:
+  case endpoint::openai_completions:
+  case endpoint::openai_chat_completions:
     return restricted_api::inference;
+  case endpoint::openai_models:
+    return restricted_api::metadata;
   case endpoint::model_stats:
   case endpoint::all_model_stats:
     return restricted_api::statistics;

@@ -111,6 +111,13 @@ inline void append_prometheus_sample(std::string& out, std::string_view name,
 ///   graph of a larger size) and the executions that had any.
 /// - counter `servekit_instance_exec_count{instance}` (servekit extension): executions per
 ///   model instance; left out when no added model has instances.
+/// - generative models only (iteration batcher), under vLLM's names with a `model_name` label:
+///   gauges `vllm:num_requests_running`, `vllm:num_requests_waiting`,
+///   `vllm:kv_cache_usage_perc` (0..1) and `vllm:cache_config_info{block_size,num_gpu_blocks}`;
+///   counters `vllm:prompt_tokens_total`, `vllm:generation_tokens_total`,
+///   `vllm:num_preemptions_total`, `vllm:prefix_cache_queries_total`,
+///   `vllm:prefix_cache_hits_total`; histograms `vllm:time_to_first_token_seconds` and
+///   `vllm:time_per_output_token_seconds` with vLLM's buckets.
 ///
 /// Every sample carries `model` and `version` first. Label values are escaped. A writer with
 /// no model writes nothing.
@@ -122,7 +129,11 @@ public:
     detail::append_prometheus_label(labels, "model", model);
     labels += ',';
     detail::append_prometheus_label(labels, "version", version);
-    entries_.push_back({std::move(labels), stats});
+    // vLLM's families carry model_name, which LLM gateways select by.
+    std::string vllm_labels = labels;
+    vllm_labels += ',';
+    detail::append_prometheus_label(vllm_labels, "model_name", model);
+    entries_.push_back({std::move(labels), std::move(vllm_labels), stats});
   }
 
   /// Adds one model version given as a number (model_options::version), written in decimal.
@@ -204,6 +215,7 @@ public:
             "Number of model executions that ran padding rows (servekit extension)",
             [](const statistics_snapshot& s) { return s.padded_executions; });
     instance_counter(out);
+    generation_families(out);
   }
 
   /// The exposition as a new string.
@@ -215,7 +227,8 @@ public:
 
 private:
   struct entry {
-    std::string labels; ///< `model="...",version="..."`, escaped
+    std::string labels;      ///< `model="...",version="..."`, escaped
+    std::string vllm_labels; ///< the same and `model_name="..."`
     statistics_snapshot stats;
   };
 
@@ -299,6 +312,94 @@ private:
         detail::append_prometheus_sample(out, name, e.labels, "instance", i.name,
                                          i.execution_count);
       }
+    }
+  }
+
+  /// A generative model's families, under vLLM's names (what the Gateway API Inference
+  /// Extension scrapes); left out when no added model is generative.
+  void generation_families(std::string& out) const {
+    bool any = false;
+    for (const auto& e : entries_) {
+      any = any || e.stats.generation.has_value();
+    }
+    if (!any) {
+      return;
+    }
+    const auto gauge = [&](std::string_view name, std::string_view help, auto value) {
+      detail::append_prometheus_family_header(out, name, "gauge", help);
+      for (const auto& e : entries_) {
+        if (e.stats.generation) {
+          fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, e.vllm_labels,
+                         value(*e.stats.generation));
+        }
+      }
+    };
+    const auto counter_of = [&](std::string_view name, std::string_view help, auto value) {
+      detail::append_prometheus_family_header(out, name, "counter", help);
+      for (const auto& e : entries_) {
+        if (e.stats.generation) {
+          fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, e.vllm_labels,
+                         value(*e.stats.generation));
+        }
+      }
+    };
+    gauge("vllm:num_requests_running", "Number of requests in model execution batches",
+          [](const generation_snapshot& g) { return g.num_requests_running; });
+    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed",
+          [](const generation_snapshot& g) { return g.num_requests_waiting; });
+    gauge("vllm:kv_cache_usage_perc", "KV-cache usage: 1 means 100 percent usage",
+          [](const generation_snapshot& g) { return g.kv_cache_usage; });
+    detail::append_prometheus_family_header(out, "vllm:cache_config_info", "gauge",
+                                            "Information of the KV cache configuration");
+    for (const auto& e : entries_) {
+      if (e.stats.generation) {
+        fmt::format_to(std::back_inserter(out),
+                       "vllm:cache_config_info{{{},block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1\n",
+                       e.vllm_labels, e.stats.generation->block_size,
+                       e.stats.generation->num_blocks);
+      }
+    }
+    counter_of("vllm:prompt_tokens_total", "Number of prefill tokens processed",
+               [](const generation_snapshot& g) { return g.prompt_tokens; });
+    counter_of("vllm:generation_tokens_total", "Number of generation tokens processed",
+               [](const generation_snapshot& g) { return g.generation_tokens; });
+    counter_of("vllm:num_preemptions_total", "Cumulative number of preemptions",
+               [](const generation_snapshot& g) { return g.preemptions; });
+    counter_of("vllm:prefix_cache_queries_total",
+               "Prefix cache queries, in number of queried tokens",
+               [](const generation_snapshot& g) { return g.prefix_cache_queries; });
+    counter_of("vllm:prefix_cache_hits_total", "Prefix cache hits, in number of cached tokens",
+               [](const generation_snapshot& g) { return g.prefix_cache_hits; });
+    histogram(out, "vllm:time_to_first_token_seconds",
+              "Histogram of time to first token in seconds",
+              [](const generation_snapshot& g) -> const latency_histogram& {
+                return g.time_to_first_token;
+              });
+    histogram(out, "vllm:time_per_output_token_seconds",
+              "Histogram of time per output token in seconds",
+              [](const generation_snapshot& g) -> const latency_histogram& {
+                return g.time_per_output_token;
+              });
+  }
+
+  template <class Get>
+  void histogram(std::string& out, std::string_view name, std::string_view help, Get get) const {
+    detail::append_prometheus_family_header(out, name, "histogram", help);
+    for (const auto& e : entries_) {
+      if (!e.stats.generation) {
+        continue;
+      }
+      const latency_histogram& h = get(*e.stats.generation);
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < h.bounds_seconds.size(); ++i) {
+        cumulative += h.buckets[i];
+        fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name,
+                       e.vllm_labels, h.bounds_seconds[i], cumulative);
+      }
+      fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"+Inf\"}} {}\n", name,
+                     e.vllm_labels, h.count);
+      fmt::format_to(std::back_inserter(out), "{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name,
+                     e.vllm_labels, h.sum_seconds, name, e.vllm_labels, h.count);
     }
   }
 

@@ -15,22 +15,25 @@ namespace servekit::http {
 
 /// The endpoints the server knows. `unknown` is any target that names none of them (404).
 enum class endpoint : std::uint8_t {
-  unknown,               ///< no such endpoint: 404
-  health_live,           ///< GET /v2/health/live
-  health_ready,          ///< GET /v2/health/ready
-  server_metadata,       ///< GET /v2
-  model_metadata,        ///< GET /v2/models/{m}[/versions/{v}]
-  model_ready,           ///< GET /v2/models/{m}[/versions/{v}]/ready
-  model_config,          ///< GET /v2/models/{m}[/versions/{v}]/config
-  model_infer,           ///< POST /v2/models/{m}[/versions/{v}]/infer
-  model_generate,        ///< POST /v2/models/{m}[/versions/{v}]/generate (generate extension)
-  model_generate_stream, ///< POST /v2/models/{m}[/versions/{v}]/generate_stream (SSE)
-  model_stats,           ///< GET /v2/models/{m}[/versions/{v}]/stats
-  all_model_stats,       ///< GET /v2/models/stats
-  repository_index,      ///< POST /v2/repository/index
-  repository_load,       ///< POST /v2/repository/models/{m}/load
-  repository_unload,     ///< POST /v2/repository/models/{m}/unload
-  metrics,               ///< GET /metrics
+  unknown,                 ///< no such endpoint: 404
+  health_live,             ///< GET /v2/health/live
+  health_ready,            ///< GET /v2/health/ready
+  server_metadata,         ///< GET /v2
+  model_metadata,          ///< GET /v2/models/{m}[/versions/{v}]
+  model_ready,             ///< GET /v2/models/{m}[/versions/{v}]/ready
+  model_config,            ///< GET /v2/models/{m}[/versions/{v}]/config
+  model_infer,             ///< POST /v2/models/{m}[/versions/{v}]/infer
+  model_generate,          ///< POST /v2/models/{m}[/versions/{v}]/generate (generate extension)
+  model_generate_stream,   ///< POST /v2/models/{m}[/versions/{v}]/generate_stream (SSE)
+  model_stats,             ///< GET /v2/models/{m}[/versions/{v}]/stats
+  all_model_stats,         ///< GET /v2/models/stats
+  repository_index,        ///< POST /v2/repository/index
+  repository_load,         ///< POST /v2/repository/models/{m}/load
+  repository_unload,       ///< POST /v2/repository/models/{m}/unload
+  metrics,                 ///< GET /metrics
+  openai_completions,      ///< POST /v1/completions (OpenAI-compatible)
+  openai_chat_completions, ///< POST /v1/chat/completions (OpenAI-compatible)
+  openai_models,           ///< GET /v1/models (OpenAI-compatible)
 };
 
 /// The HTTP methods the endpoints take (every endpoint takes exactly one).
@@ -74,6 +77,12 @@ enum class method : std::uint8_t { get, post };
     return "repository_unload";
   case endpoint::metrics:
     return "metrics";
+  case endpoint::openai_completions:
+    return "openai_completions";
+  case endpoint::openai_chat_completions:
+    return "openai_chat_completions";
+  case endpoint::openai_models:
+    return "openai_models";
   }
   return "unknown";
 }
@@ -87,6 +96,8 @@ enum class method : std::uint8_t { get, post };
   case endpoint::repository_index:
   case endpoint::repository_load:
   case endpoint::repository_unload:
+  case endpoint::openai_completions:
+  case endpoint::openai_chat_completions:
     return method::post;
   default:
     return method::get;
@@ -256,6 +267,16 @@ inline void parse_route(std::string_view target, route& out) {
 
   if (n == 1 && seg[0] == "metrics") {
     out.kind = endpoint::metrics;
+    return;
+  }
+  if (seg[0] == "v1") { // the OpenAI-compatible API
+    if (n == 2 && seg[1] == "completions") {
+      out.kind = endpoint::openai_completions;
+    } else if (n == 2 && seg[1] == "models") {
+      out.kind = endpoint::openai_models;
+    } else if (n == 3 && seg[1] == "chat" && seg[2] == "completions") {
+      out.kind = endpoint::openai_chat_completions;
+    }
     return;
   }
   if (seg[0] != "v2") {

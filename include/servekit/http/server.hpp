@@ -103,6 +103,7 @@ private:
 #include <servekit/http/impl/session_generate.ipp>
 #include <servekit/http/impl/session_infer.ipp>
 #include <servekit/http/impl/session_metadata.ipp>
+#include <servekit/http/impl/session_openai.ipp>
 #include <servekit/http/impl/session_repository.ipp>
 #include <servekit/http/impl/session_routing.ipp>
 #include <servekit/http/impl/session_statistics.ipp>

@@ -4,6 +4,7 @@
 
 #include <servekit/core/batch_close_reason.hpp>
 #include <servekit/core/clock.hpp>
+#include <servekit/metrics/generation_statistics.hpp>
 
 #include <algorithm>
 #include <array>
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -110,6 +112,8 @@ struct statistics_snapshot {
   std::vector<instance_stat> instances;
   /// Decoupled models: per response index, ascending (empty for other models).
   std::vector<response_index_stat> response_stats;
+  /// Generative models (the iteration batcher): the scheduler's gauges and token latencies.
+  std::optional<generation_snapshot> generation;
 
   [[nodiscard]] std::uint64_t closed_by(batch_close_reason r) const noexcept {
     return close_reasons[static_cast<std::size_t>(r)];

@@ -14,12 +14,14 @@
 #include <servekit/core/fixed_string.hpp>
 #include <servekit/repository/any_model.hpp>
 #include <servekit/runtime/auto_complete.hpp>
+#include <servekit/runtime/generative_backend.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/schedule/default_scheduler.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
+#include <servekit/schedule/iteration_batcher.hpp>
 #include <servekit/schedule/sequence_batcher.hpp>
 #include <servekit/state/host_state_store.hpp>
 #include <servekit/state/state_store.hpp>
@@ -51,19 +53,11 @@ struct compositions {
   using oldest_sequence_model = model<Backend, sequence_batcher<oldest, Store>>;
 };
 
-/// Builds the composition `config` asks for: sequence_batching (by strategy), then
-/// dynamic_batching, else the default scheduler. A composition the backend cannot take is a
-/// config_error at the field that asks for it, not a compile error.
-///
-/// This is where a backend's four model types are compiled, and they are most of what a
-/// translation unit that names the backend in a backend_list costs to build. To compile them
-/// once for a whole program, declare `SERVEKIT_EXTERN_COMPOSITIONS(Backend, Store);` after the
-/// backend's definition (every TU that sees it then only calls this function) and put
-/// `SERVEKIT_INSTANTIATE_COMPOSITIONS(Backend, Store);` in one .cpp file
-/// (examples/server/backends/*.cpp do this for the bundled backends).
-template <class Backend, class Store = host_state_store>
-[[nodiscard]] any_model make_composition(const model_options& given, const test_hooks& hooks,
-                                         const model_environment& environment) {
+/// make_composition for a batch backend (one with `execute(batch&)`).
+template <class Backend, class Store>
+[[nodiscard]] any_model make_request_composition(const model_options& given,
+                                                 const test_hooks& hooks,
+                                                 const model_environment& environment) {
   using types = compositions<Backend, Store>;
   // A backend that reads its model file may add the scheduler too (runtime/auto_complete.hpp).
   const model_options config = auto_completed<Backend>(given);
@@ -84,6 +78,29 @@ template <class Backend, class Store = host_state_store>
     }
   }
   return any_model::make<typename types::default_model>(config, hooks, environment);
+}
+
+/// Builds the composition `config` asks for: for a generative backend, the iteration batcher;
+/// otherwise sequence_batching (by strategy), then dynamic_batching, else the default
+/// scheduler. A composition the backend cannot take is a
+/// config_error at the field that asks for it, not a compile error.
+///
+/// This is where a backend's four model types are compiled, and they are most of what a
+/// translation unit that names the backend in a backend_list costs to build. To compile them
+/// once for a whole program, declare `SERVEKIT_EXTERN_COMPOSITIONS(Backend, Store);` after the
+/// backend's definition (every TU that sees it then only calls this function) and put
+/// `SERVEKIT_INSTANTIATE_COMPOSITIONS(Backend, Store);` in one .cpp file
+/// (examples/server/backends/*.cpp do this for the bundled backends).
+template <class Backend, class Store = host_state_store>
+[[nodiscard]] any_model make_composition(const model_options& given, const test_hooks& hooks,
+                                         const model_environment& environment) {
+  if constexpr (generative_backend<Backend>) {
+    // A generative backend is served per step, whatever the config asks for: its model checks
+    // that the config's scheduler is `sequence_batching { iterative_sequence: true }` or none.
+    return any_model::make<model<Backend, iteration_batcher<>>>(given, hooks, environment);
+  } else {
+    return make_request_composition<Backend, Store>(given, hooks, environment);
+  }
 }
 
 /// The backend name a config asks for: its `backend`, or where it names none, the backend its

@@ -383,3 +383,7 @@ private:
 };
 
 } // namespace servekit
+
+// The specialisation for generative backends (model<Backend, iteration_batcher<>, ...>), visible
+// wherever model<> is.
+#include <servekit/runtime/generative_model.hpp>

@@ -75,6 +75,7 @@ enum class scheduler_kind : std::uint8_t {
   dynamic_batcher,   ///< `dynamic_batching`
   sequence_direct,   ///< `sequence_batching` with the direct strategy
   sequence_oldest,   ///< `sequence_batching` with the oldest strategy
+  iteration,         ///< `sequence_batching { iterative_sequence: true }`: per forward pass
 };
 
 /// Merges `options` with backend `B`'s traits for a model whose scheduler is `kind`. Throws
@@ -85,6 +86,7 @@ template <class B>
   const bool batching_scheduler = kind == scheduler_kind::dynamic_batcher;
   const bool sequence_scheduler =
       kind == scheduler_kind::sequence_direct || kind == scheduler_kind::sequence_oldest;
+  const bool iteration_scheduler = kind == scheduler_kind::iteration;
   using traits = backend_traits<B>;
   resolved_config out;
   out.max_batch_size = options.max_batch_size.value_or(traits::max_batch_size);
@@ -119,18 +121,23 @@ template <class B>
                        "the config asks for dynamic batching but the model type uses another "
                        "scheduler; compose it with servekit::dynamic_batcher<>");
   }
-  if (options.sequence_batching && options.sequence_batching->iterative_sequence) {
-    // The batchers of model<> schedule whole requests; a model scheduled per forward pass needs
-    // the iteration scheduler, whose model<> policy is not built yet.
+  const bool iterative = options.sequence_batching && options.sequence_batching->iterative_sequence;
+  if (iterative && !iteration_scheduler) {
+    // The dynamic and sequence batchers schedule whole requests; a model scheduled per forward
+    // pass needs the iteration scheduler.
     throw config_error(config_error_code::bad_value, "/sequence_batching/iterative_sequence",
-                       "iterative_sequence: servekit's iteration scheduler "
-                       "(docs/iteration-batching.md) has no model<> policy to serve this model "
-                       "yet; the dynamic and sequence batchers schedule whole requests");
+                       "iterative_sequence asks for the iteration scheduler "
+                       "(docs/iteration-batching.md) but the model type uses another scheduler; "
+                       "compose a generative backend with servekit::iteration_batcher<>");
   }
-  if (options.sequence_batching && !sequence_scheduler) {
+  if (options.sequence_batching && !iterative && !sequence_scheduler) {
     throw config_error(config_error_code::bad_value, "/sequence_batching",
-                       "the config asks for sequence batching but the model type uses another "
-                       "scheduler; compose it with servekit::sequence_batcher<>");
+                       iteration_scheduler
+                           ? "the model type uses the iteration scheduler: its config says "
+                             "sequence_batching { iterative_sequence: true } or no "
+                             "sequence_batching at all"
+                           : "the config asks for sequence batching but the model type uses "
+                             "another scheduler; compose it with servekit::sequence_batcher<>");
   }
   if (const auto& policy = options.model_transaction_policy) {
     // Unset, the backend's trait decides; set, it must agree (Triton reads it from the config

@@ -127,7 +127,7 @@ struct sequence_batching_options {
   oldest_strategy_options oldest; ///< used when strategy is oldest
   /// Triton's `iterative_sequence`: a generative model scheduled per forward pass. servekit's
   /// iteration scheduler (docs/iteration-batching.md) reads its knobs from the model's
-  /// `parameters` (config/iteration_batching_config.hpp).
+  /// `parameters` (schedule/iteration_batching_parameters.hpp).
   bool iterative_sequence = false;
 
   /// The data type of the CORRID control, or invalid when there is none.

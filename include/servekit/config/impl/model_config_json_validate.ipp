@@ -7,11 +7,11 @@
 
 #include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/config/detail/model_config_json.hpp>
-#include <servekit/config/iteration_batching_config.hpp>
 #include <servekit/config/model_config_json.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
+#include <servekit/schedule/iteration_batching_parameters.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
 
 #include <algorithm>

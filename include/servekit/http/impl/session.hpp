@@ -16,6 +16,7 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/http/decoded_infer_request.hpp>
 #include <servekit/http/impl/server_state.hpp>
+#include <servekit/http/openai_codec.hpp>
 #include <servekit/http/routes.hpp>
 #include <servekit/repository/model_repository.hpp>
 #include <servekit/runtime/model_ref.hpp>
@@ -208,9 +209,18 @@ private:
   // ---- generate and generate_stream (session_generate.ipp) ------------------------------
 
   void handle_generate(bool stream); ///< on the strand
+  /// POST /v1/completions and /v1/chat/completions (OpenAI-compatible), on the strand: the
+  /// generate machinery with the OpenAI codec (http/openai_codec.hpp).
+  void handle_openai(openai_api api);
+  void handle_openai_models(); ///< GET /v1/models, on the strand
+  /// An error reply in OpenAI's form, on the strand.
+  void reply_openai_error(unsigned status, std::string_view message);
   // In the sink, on the thread the model answers on:
   void collect_generate_response(const std::shared_ptr<session>& self, response&& r) noexcept;
   void stream_response(const std::shared_ptr<session>& self, response&& r) noexcept;
+  // OpenAI requests, in the sink (session_openai.ipp): /generate's collection, a stream's events.
+  void collect_openai_response(const response& r);
+  [[nodiscard]] std::string openai_events(const response& r, unsigned& error_status);
   // On the strand: the events, written one after the other.
   void stream_push(std::string json, bool has_event, bool final, unsigned error_status);
   void stream_push_event(std::string json, bool has_event, bool final, unsigned error_status);
@@ -325,6 +335,13 @@ private:
     std::int64_t generate_version = 0;
     std::size_t generate_responses = 0; ///< /generate: responses with content (sink only)
     bool streaming = false;             ///< generate_stream: the sink streams events
+    // An OpenAI request (unset for /generate): its endpoint, the response id and creation time,
+    // whether the stream ends with a usage chunk, and the text of a non-streamed answer.
+    std::optional<openai_api> openai;
+    std::string openai_id;
+    std::int64_t openai_created = 0;
+    bool openai_include_usage = false;
+    std::string openai_text;
   };
   sink_state handoff_;
 };

@@ -64,6 +64,7 @@ SERVEKIT_DECL void session::handle_generate(bool stream) {
     return;
   }
   handoff_.streaming = stream;
+  handoff_.openai.reset();
   handoff_.generate_responses = 0;
   handoff_.generate_model = handoff_.model->options().name;
   handoff_.generate_version = handoff_.model->options().version;
@@ -87,7 +88,9 @@ SERVEKIT_DECL void session::handle_generate(bool stream) {
 SERVEKIT_DECL void session::collect_generate_response(const std::shared_ptr<session>& self,
                                                       response&& r) noexcept {
   try {
-    if (!r.ok()) {
+    if (handoff_.openai) {
+      collect_openai_response(r);
+    } else if (!r.ok()) {
       if (handoff_.status == 200) { // the first error wins; it replaces any response kept
         handoff_.status = http_status_for(r.status.code());
         handoff_.body = encode_error(r.status.message());
@@ -135,7 +138,11 @@ SERVEKIT_DECL void session::stream_response(const std::shared_ptr<session>& self
   unsigned error_status = 0;
   bool has_event = true;
   try {
-    if (!r.ok()) {
+    if (handoff_.openai) {
+      // Already server-sent events (the chunk, and after the final one the usage chunk and
+      // [DONE]); an error is its JSON alone, which stream_push_event frames.
+      json = openai_events(r, error_status);
+    } else if (!r.ok()) {
       error_status = http_status_for(r.status.code());
       json = encode_error(r.status.message());
     } else if (r.final && r.outputs.empty() && r.parameters.empty()) {
@@ -211,7 +218,13 @@ SERVEKIT_DECL void session::stream_push_event(std::string json, bool has_event, 
     on_strand_.stream_queue.push_back(std::move(head));
   }
   if (has_event) {
-    const std::string event = sse_event(json);
+    // An OpenAI stream's events come framed (several after its final response), its errors not;
+    // an error event ends it with [DONE] as a completed stream does.
+    const bool framed = handoff_.openai && error_status == 0;
+    std::string event = framed ? std::move(json) : sse_event(json);
+    if (handoff_.openai && error_status != 0) {
+      event += sse_event("[DONE]");
+    }
     std::string chunk = fmt::format("{:x}\r\n", event.size());
     chunk += event;
     chunk += "\r\n";

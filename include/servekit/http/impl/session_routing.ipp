@@ -109,6 +109,15 @@ SERVEKIT_DECL void session::dispatch_route() {
   case endpoint::metrics:
     handle_metrics();
     return;
+  case endpoint::openai_completions:
+    handle_openai(openai_api::completions);
+    return;
+  case endpoint::openai_chat_completions:
+    handle_openai(openai_api::chat_completions);
+    return;
+  case endpoint::openai_models:
+    handle_openai_models();
+    return;
   case endpoint::unknown:
     break;
   }
