@@ -272,6 +272,71 @@ def check_stream(stub):
           f"the stream went on: {responses}")
 
 
+def text_request(model, text, max_tokens, stream, request_id):
+    """A generative request as Triton's LLM clients send it: BYTES text_input, max_tokens and
+    stream as request parameters."""
+    r = pb.ModelInferRequest(model_name=model, id=request_id)
+    r.inputs.extend([infer_input("text_input", "BYTES", [1])])
+    data = text.encode()
+    r.raw_input_contents.append(struct.pack("<I", len(data)) + data)
+    r.parameters["max_tokens"].int64_param = max_tokens
+    r.parameters["stream"].bool_param = stream
+    return r
+
+
+def text_output(response):
+    out = {o.name: i for i, o in enumerate(response.outputs)}
+    raw = response.raw_output_contents[out["text_output"]]
+    (n,) = struct.unpack("<I", raw[:4])
+    return raw[4:4 + n].decode()
+
+
+def check_llm_stream(stub):
+    """tiny_lm (the iteration batcher over LibTorch) streams one response per token over
+    ModelStreamInfer, the last one final; the tokens are the ones its one-response answer
+    (stream false) holds."""
+    try:
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="tiny_lm"),
+                                 timeout=TIMEOUT_S)
+    except grpc.RpcError as e:
+        if "causal_lm" in e.details():
+            print("skip: check_llm_stream (no causal_lm backend: a build without LibTorch)")
+            return
+        raise
+    try:
+        check_tiny_lm_stream(stub)
+    finally:
+        stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="tiny_lm"),
+                                   timeout=TIMEOUT_S)
+
+
+def check_tiny_lm_stream(stub):
+    # A decoupled model takes no ModelInfer (as Triton): stream false gives one final response.
+    unary = {}
+    for prompt in ("Hello", "Once upon a time"):
+        responses = list(stub.ModelStreamInfer(
+            iter([text_request("tiny_lm", prompt, 12, False, prompt)]), timeout=TIMEOUT_S))
+        check(len(responses) == 1 and final_flag(responses[0]), f"one response: {responses}")
+        r = responses[0].infer_response
+        unary[prompt] = text_output(r)
+        check(len(unary[prompt]) == 12, f"tiny_lm's answer: {unary[prompt]!r}")
+        check(r.parameters["finish_reason"].string_param == "length", f"{r.parameters}")
+    requests = [text_request("tiny_lm", p, 12, True, p) for p in unary]
+    streamed = {}
+    finals = {}
+    for response in stub.ModelStreamInfer(iter(requests), timeout=TIMEOUT_S):
+        check(response.error_message == "", f"stream error: {response.error_message}")
+        r = response.infer_response
+        streamed.setdefault(r.id, []).append(text_output(r))
+        if final_flag(response):
+            finals[r.id] = r.parameters["completion_tokens"].int64_param
+    check(all(len(tokens) == 12 and all(len(t) == 1 for t in tokens)
+              for tokens in streamed.values()), f"one token per response: {streamed}")
+    check({k: "".join(v) for k, v in streamed.items()} == unary,
+          f"streamed {streamed} against unary {unary}")
+    check(finals == {p: 12 for p in unary}, f"final responses: {finals}")
+
+
 def check_errors(stub):
     details = expect_error(grpc.StatusCode.NOT_FOUND, stub.ModelInfer,
                            pb.ModelInferRequest(model_name="no_such_model"))
@@ -356,6 +421,8 @@ def check_statistics_and_repository(stub):
 
     index = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=TIMEOUT_S)
     states = {m.name: m.state for m in index.models}
+    # check_llm_stream loaded and unloaded tiny_lm (where the build serves it): listed, unloaded.
+    check(states.pop("tiny_lm", "UNAVAILABLE") == "UNAVAILABLE", f"RepositoryIndex: {states}")
     check(states == {m: "READY" for m in LOADED}, f"RepositoryIndex: {states}")
 
     stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="add_sub"),
@@ -389,8 +456,9 @@ def main():
             with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
                 stub = pb_grpc.GRPCInferenceServiceStub(channel)
                 health = health_pb2_grpc.HealthStub(channel)
-                for step in (check_health_and_metadata, check_infer, check_stream, check_errors,
-                             check_cancellation, check_statistics_and_repository):
+                for step in (check_health_and_metadata, check_infer, check_stream,
+                             check_llm_stream, check_errors, check_cancellation,
+                             check_statistics_and_repository):
                     if step is check_health_and_metadata:
                         step(stub, health)
                     else:

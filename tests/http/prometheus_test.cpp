@@ -358,6 +358,47 @@ TEST(prometheus_writer, only_pending_is_a_gauge) {
   EXPECT_EQ(count_of(text, " counter\n"), 20u);
 }
 
+TEST(prometheus_writer, generative_models_add_vllm_families) {
+  statistics_snapshot plain;
+  statistics_snapshot llm;
+  servekit::generation_snapshot g;
+  g.num_requests_running = 3;
+  g.num_requests_waiting = 2;
+  g.kv_cache_usage = 0.25;
+  g.block_size = 16;
+  g.num_blocks = 1024;
+  g.generation_tokens = 40;
+  g.time_to_first_token.buckets[0] = 1; // <= 1 ms
+  g.time_to_first_token.buckets[8] = 2; // <= 250 ms
+  g.time_to_first_token.count = 3;
+  g.time_to_first_token.sum_seconds = 0.5;
+  llm.generation = g;
+  prometheus_writer w;
+  w.add("a", "1", plain);
+  w.add("lm", "1", llm);
+  const auto text = w.str();
+  const std::string labels = R"({model="lm",version="1",model_name="lm")";
+  for (const std::string& line : std::vector<std::string>{
+           "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running" + labels + "} 3\n",
+           "vllm:num_requests_waiting" + labels + "} 2\n",
+           "vllm:kv_cache_usage_perc" + labels + "} 0.25\n",
+           "vllm:cache_config_info" + labels + R"(,block_size="16",num_gpu_blocks="1024"} 1)",
+           "vllm:generation_tokens_total" + labels + "} 40\n",
+           "# TYPE vllm:time_to_first_token_seconds histogram\n",
+           "vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="0.001"} 1)",
+           "vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="0.1"} 1)",
+           "vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="0.25"} 3)",
+           "vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="+Inf"} 3)",
+           "vllm:time_to_first_token_seconds_sum" + labels + "} 0.5\n",
+           "vllm:time_to_first_token_seconds_count" + labels + "} 3\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find(R"(model_name="a")"), std::string::npos) << "a is not generative";
+  prometheus_writer none;
+  none.add("a", "1", plain);
+  EXPECT_EQ(none.str().find("vllm:"), std::string::npos);
+}
+
 TEST(prometheus_writer, escapes_label_values) {
   statistics_snapshot s;
   s.instances.push_back({"in\"st\\0\n", 4, 0, {}});

@@ -178,6 +178,23 @@ TEST(Routes, MethodsAreTritons) {
   EXPECT_FALSE(servekit::http::names_model(endpoint::all_model_stats));
 }
 
+TEST(Routes, OpenAICompatibleEndpoints) {
+  EXPECT_EQ(parse_route("/v1/completions").kind, endpoint::openai_completions);
+  EXPECT_EQ(parse_route("/v1/chat/completions").kind, endpoint::openai_chat_completions);
+  EXPECT_EQ(parse_route("/v1/models").kind, endpoint::openai_models);
+  EXPECT_EQ(parse_route("/v1/completions?x=1").kind, endpoint::openai_completions);
+  EXPECT_EQ(parse_route("/v1/chat").kind, endpoint::unknown);
+  EXPECT_EQ(parse_route("/v1/completions/").kind, endpoint::unknown);
+  EXPECT_EQ(parse_route("/v1/models/tiny_lm").kind, endpoint::unknown);
+  EXPECT_EQ(parse_route("/v1").kind, endpoint::unknown);
+  EXPECT_EQ(servekit::http::method_for(endpoint::openai_completions), method::post);
+  EXPECT_EQ(servekit::http::method_for(endpoint::openai_chat_completions), method::post);
+  EXPECT_EQ(servekit::http::method_for(endpoint::openai_models), method::get);
+  EXPECT_FALSE(servekit::http::names_model(endpoint::openai_completions));
+  EXPECT_EQ(servekit::http::to_string(endpoint::openai_chat_completions),
+            "openai_chat_completions");
+}
+
 TEST(Routes, PercentDecode) {
   std::string out = "junk";
   EXPECT_TRUE(servekit::http::percent_decode("a%41%62c", out));

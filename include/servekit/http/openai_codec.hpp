@@ -12,6 +12,8 @@
 /// asking for what the server cannot give (n > 1, stop strings, logprobs) is refused by name
 /// rather than answered differently.
 
+#include <servekit/core/bytes.hpp>
+#include <servekit/core/data_type.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/status.hpp>

@@ -109,7 +109,7 @@ SERVEKIT_DECL void session::collect_generate_response(const std::shared_ptr<sess
                         handoff_.generate_model, handoff_.generate_model));
       }
     }
-    if (r.final && handoff_.status == 200 && handoff_.generate_responses == 0) {
+    if (!handoff_.openai && r.final && handoff_.status == 200 && handoff_.generate_responses == 0) {
       // A decoupled model that sent only an empty final response: no outputs.
       const status s = encode_generate_response(response{}, handoff_.generate_model,
                                                 handoff_.generate_version, handoff_.body);
