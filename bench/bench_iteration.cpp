@@ -29,10 +29,16 @@
 
 #include <servekit/schedule/iteration_scheduler_core.hpp>
 
+#include "harness/azure_trace.hpp"
 #include "harness/command_line.hpp"
+#include "harness/iteration_replay.hpp"
 #include "harness/machine.hpp"
 #include "harness/measure.hpp"
 #include "harness/report.hpp"
+#include "harness/step_model.hpp"
+#if defined(SERVEKIT_HAS_LIBTORCH)
+#include "harness/libtorch_steps.hpp"
+#endif
 
 #include <fmt/format.h>
 
@@ -55,224 +61,19 @@ namespace fs = std::filesystem;
 using servekit::iteration_batching_options;
 using servekit::iteration_scheduler_core;
 using servekit::kv_capacity_policy;
+using servekit_bench::interactive;
+using servekit_bench::load;
+using servekit_bench::policies;
+using servekit_bench::replay;
+using servekit_bench::run_result;
+using servekit_bench::server;
+using servekit_bench::slo;
+using servekit_bench::workload;
 
-struct trace_request {
-  double arrival_s = 0;
-  std::uint32_t prompt = 0;
-  std::uint32_t output = 0;
-};
+using servekit_bench::step_model;
 
-struct workload {
-  std::vector<trace_request> requests;
-  std::string source;
-  bool synthetic = false;
-};
-
-/// "2023-11-16 18:15:46.6805900" as seconds since midnight.
-double seconds_of_day(const std::string& stamp) {
-  const auto space = stamp.find(' ');
-  int h = 0;
-  int m = 0;
-  double s = 0;
-  if (space == std::string::npos ||
-      std::sscanf(stamp.c_str() + space + 1, "%d:%d:%lf", &h, &m, &s) != 3) {
-    return -1;
-  }
-  return h * 3600.0 + m * 60.0 + s;
-}
-
-/// The first `seconds` of the trace file, arrivals from 0; empty when it cannot be read.
-std::vector<trace_request> read_trace(const fs::path& file, double seconds) {
-  std::vector<trace_request> out;
-  std::ifstream in{file};
-  std::string line;
-  if (!in || !std::getline(in, line)) {
-    return out;
-  }
-  double first = -1;
-  while (std::getline(in, line)) {
-    std::stringstream row{line};
-    std::string stamp;
-    std::string prompt;
-    std::string output;
-    if (!std::getline(row, stamp, ',') || !std::getline(row, prompt, ',') ||
-        !std::getline(row, output, ',')) {
-      continue;
-    }
-    const double t = seconds_of_day(stamp);
-    if (t < 0) {
-      continue;
-    }
-    if (first < 0) {
-      first = t;
-    }
-    if (t - first > seconds) {
-      break;
-    }
-    trace_request r;
-    r.arrival_s = t - first;
-    r.prompt = static_cast<std::uint32_t>(std::max(1L, std::stol(prompt)));
-    r.output = static_cast<std::uint32_t>(std::max(1L, std::stol(output)));
-    out.push_back(r);
-  }
-  return out;
-}
-
-/// The trace's shape without the trace: Poisson arrivals at `rate`, log-normal lengths with the
-/// trace's p50 and p90, capped at its maximum.
-std::vector<trace_request> synthetic_trace(double seconds, double rate, double prompt_p50,
-                                           double prompt_p90, double prompt_max, double out_p50,
-                                           double out_p90, double out_max) {
-  std::mt19937_64 rng{2023};
-  std::exponential_distribution<double> gap{rate};
-  const double z90 = 1.2815515655446004;
-  std::lognormal_distribution<double> prompt{std::log(prompt_p50),
-                                             std::log(prompt_p90 / prompt_p50) / z90};
-  std::lognormal_distribution<double> output{std::log(out_p50), std::log(out_p90 / out_p50) / z90};
-  std::vector<trace_request> out;
-  for (double t = gap(rng); t < seconds; t += gap(rng)) {
-    trace_request r;
-    r.arrival_s = t;
-    r.prompt = static_cast<std::uint32_t>(std::clamp(prompt(rng), 1.0, prompt_max));
-    r.output = static_cast<std::uint32_t>(std::clamp(output(rng), 1.0, out_max));
-    out.push_back(r);
-  }
-  return out;
-}
-
-workload load(const fs::path& folder, const std::string& which, double seconds) {
-  workload w;
-  const bool conv = which == "conv";
-  const fs::path file =
-      folder / (conv ? "AzureLLMInferenceTrace_conv.csv" : "AzureLLMInferenceTrace_code.csv");
-  w.requests = read_trace(file, seconds);
-  if (!w.requests.empty()) {
-    w.source = file.string();
-    return w;
-  }
-  w.synthetic = true;
-  w.source = "synthetic (" + file.string() + " not found): the trace's rate and length percentiles";
-  w.requests = conv ? synthetic_trace(seconds, 5.5, 1020, 2735, 14050, 129, 424, 1000)
-                    : synthetic_trace(seconds, 2.6, 1469, 5194, 7437, 13, 55, 1899);
-  return w;
-}
-
-/// t = a + b·tokens + c·sequences + d·context tokens, in microseconds.
-struct step_model {
-  double a_us = 4800;
-  double b_us = 32.5;
-  double c_us = 20;
-  double d_us = 0.039;
-
-  [[nodiscard]] double step_us(const servekit::step_plan& plan) const {
-    double context = 0;
-    for (const auto& s : plan.sequences) {
-      context += s.first_token + s.num_tokens;
-    }
-    return a_us + b_us * plan.scheduled_tokens + c_us * static_cast<double>(plan.sequences.size()) +
-           d_us * context;
-  }
-};
-
-struct slo {
-  double ttft_s;
-  double tpot_s;
-};
-constexpr slo interactive{0.450, 0.040};
-constexpr slo server{2.0, 0.200};
-
-struct run_result {
-  std::vector<double> ttft_s;
-  std::vector<double> tpot_s;
-  std::uint64_t refused = 0;
-  std::uint64_t preemptions = 0;
-  double span_s = 0; // arrivals' span, scaled: goodput's denominator
-
-  [[nodiscard]] double meeting(slo target) const {
-    std::uint64_t n = 0;
-    for (std::size_t i = 0; i < ttft_s.size(); ++i) {
-      n += ttft_s[i] <= target.ttft_s && tpot_s[i] <= target.tpot_s ? 1U : 0U;
-    }
-    return static_cast<double>(n);
-  }
-  [[nodiscard]] double goodput(slo target) const {
-    return span_s > 0 ? meeting(target) / span_s : 0;
-  }
-  [[nodiscard]] double attainment(slo target, std::size_t offered) const {
-    return offered == 0 ? 0 : meeting(target) / static_cast<double>(offered);
-  }
-};
-
-/// Replays `requests` at `scale` × their rate through the core, in virtual time.
-run_result replay(const std::vector<trace_request>& requests, double scale,
-                  const iteration_batching_options& o, const step_model& model) {
-  run_result out;
-  iteration_scheduler_core core{o};
-  struct live {
-    double arrival = 0;
-    double first = -1;
-  };
-  std::unordered_map<std::uint64_t, live> state;
-  std::vector<servekit::step_output> sampled;
-  std::vector<servekit::generation_event> events;
-  std::size_t next = 0;
-  double now = 0;
-  auto at = [](double seconds) {
-    return servekit::time_point{} +
-           std::chrono::nanoseconds{static_cast<std::int64_t>(seconds * 1e9)};
-  };
-  while (next < requests.size() || !core.idle()) {
-    while (next < requests.size() && requests[next].arrival_s / scale <= now) {
-      const trace_request& r = requests[next];
-      servekit::generation_request g;
-      g.id = next;
-      // Distinct token ids per request: the trace has lengths, not texts (no prefix hits).
-      g.prompt.resize(r.prompt);
-      for (std::uint32_t k = 0; k < r.prompt; ++k) {
-        g.prompt[k] = static_cast<servekit::token_id>((next * 7919 + k) % 128000);
-      }
-      g.max_new_tokens = r.output;
-      g.arrival = at(r.arrival_s / scale);
-      if (core.add(std::move(g)).ok()) {
-        state[next] = live{r.arrival_s / scale, -1};
-      } else {
-        ++out.refused;
-      }
-      ++next;
-    }
-    const servekit::step_plan& plan = core.schedule(at(now));
-    if (plan.empty()) {
-      if (next >= requests.size()) {
-        break; // nothing can run (cannot happen: add() refuses what could never fit)
-      }
-      now = std::max(now, requests[next].arrival_s / scale);
-      continue;
-    }
-    now += model.step_us(plan) * 1e-6;
-    sampled.clear();
-    for (const auto& s : plan.sequences) {
-      if (s.samples) {
-        sampled.push_back({s.id, 1, false});
-      }
-    }
-    events.clear();
-    (void)core.update(sampled, events);
-    for (const auto& e : events) {
-      live& l = state[e.id];
-      if (l.first < 0) {
-        l.first = now;
-      }
-      if (e.finished) {
-        out.ttft_s.push_back(l.first - l.arrival);
-        out.tpot_s.push_back(e.generated > 1 ? (now - l.first) / (e.generated - 1) : 0.0);
-        state.erase(e.id);
-      }
-    }
-  }
-  out.preemptions = core.stats().preemptions;
-  out.span_s = requests.empty() ? 0 : requests.back().arrival_s / scale;
-  return out;
-}
+/// The 8B BF16 model on one H100 SXM (roofline; see the file comment).
+constexpr step_model h100_8b{4800, 32.5, 20, 0.039};
 
 iteration_batching_options base_options() {
   iteration_batching_options o;
@@ -284,30 +85,6 @@ iteration_batching_options base_options() {
   o.max_model_len = 16'384;
   o.enable_prefix_caching = true;
   return o;
-}
-
-struct policy {
-  const char* name;
-  iteration_batching_options options;
-};
-
-std::vector<policy> policies(const step_model& model) {
-  auto request_level = base_options();
-  request_level.capacity = kv_capacity_policy::static_batch;
-  auto vllm = base_options();
-  auto no_evict = base_options();
-  no_evict.capacity = kv_capacity_policy::guaranteed_no_evict;
-  auto slo_aware = base_options();
-  slo_aware.order = servekit::iteration_queue_order::slo_aware;
-  slo_aware.ttft_target = std::chrono::milliseconds{450};
-  // Sarathi-Serve: a step no longer than the TPOT target (40 ms), so a prompt chunk never
-  // stalls the decodes beside it past it.
-  slo_aware.max_num_batched_tokens = static_cast<std::uint32_t>(
-      std::max(256.0, (interactive.tpot_s * 1e6 * 0.8 - model.a_us) / model.b_us));
-  return {{"request_level", request_level},
-          {"vllm_fcfs", vllm},
-          {"no_evict", no_evict},
-          {"slo_aware", slo_aware}};
 }
 
 /// The core's schedule() + update() with `running` sequences decoding, in µs per step (median).
@@ -345,42 +122,21 @@ double decision_us(std::uint32_t running, int steps) {
   return servekit_bench::median(us);
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-  bool json = false;
-  bool quick = false;
-  std::string trace_dir =
-      fs::path{SERVEKIT_SOURCE_DIR}.parent_path() / "shared" / "data" / "azure-llm-2023";
-  double seconds = 1200;
-  servekit_bench::command_line cl{"bench_iteration"};
-  cl.json(json)
-      .quick(quick, "120 s of the trace and fewer rates (the smoke test, a few seconds)")
-      .text("--trace", trace_dir, {}, "folder of AzureLLMInferenceTrace_{conv,code}.csv")
-      .number("--seconds", seconds, 10, 4000, "seconds of each trace replayed (1200)")
-      .when_quick("--seconds", seconds, 120.0);
-  cl.parse(argc, argv);
-
-  const servekit_bench::machine host;
-  std::printf("bench_iteration  cpu: %s  nproc: %u  load: %.2f%s\n", host.cpu.c_str(), host.nproc,
-              host.load, quick ? "  (quick)" : "");
-  const step_model model;
-  std::printf("step model (8B BF16 on H100, roofline): t = %.0f us + %.1f us/token + %.0f us/seq "
-              "+ %.3f us/context token\n",
-              model.a_us, model.b_us, model.c_us, model.d_us);
-
-  servekit_bench::report figures;
-  std::uint64_t wrong = 0;
-  const std::vector<double> scales =
-      quick ? std::vector<double>{1, 2, 4}
-            : std::vector<double>{1, 1.5, 2, 2.25, 2.5, 2.75, 3, 4, 6, 8};
+/// One step-time model's sweep: every policy at every rate scale of both traces (goodput at
+/// `target`), then the figures at the scale where vLLM-FCFS last attains 90 %. Keys get
+/// `prefix`; the conversation trace's goodputs at that scale are also put as
+/// `<prefix>goodput_<policy>`.
+void sweep(const std::string& prefix, const step_model& model,
+           const iteration_batching_options& base, slo target, const char* target_name,
+           const std::vector<double>& scales, const std::string& trace_dir, double seconds,
+           servekit_bench::report& figures, std::uint64_t& wrong) {
   for (const char* which : {"conv", "code"}) {
     const workload w = load(trace_dir, which, seconds);
-    std::printf("\n[%s] %zu requests over %.0f s from %s\n", which, w.requests.size(),
-                w.requests.empty() ? 0.0 : w.requests.back().arrival_s, w.source.c_str());
-    const auto all = policies(model);
-    // Goodput curves: every policy at every rate scale (interactive pair).
-    std::printf("  interactive goodput (req/s) [attainment] by rate scale:\n  %-14s", "scale");
+    std::printf("\n[%s%s] %zu requests over %.0f s from %s\n", prefix.c_str(), which,
+                w.requests.size(), w.requests.empty() ? 0.0 : w.requests.back().arrival_s,
+                w.source.c_str());
+    const auto all = policies(model, base, target);
+    std::printf("  %s goodput (req/s) [attainment] by rate scale:\n  %-14s", target_name, "scale");
     for (const double scale : scales) {
       std::printf(" %13.2f", scale);
     }
@@ -391,51 +147,158 @@ int main(int argc, char** argv) {
       for (const double scale : scales) {
         const run_result r = replay(w.requests, scale, p.options, model);
         wrong += r.refused;
-        const double att = r.attainment(interactive, w.requests.size());
-        std::printf(" %6.2f [%4.2f]", r.goodput(interactive), att);
-        figures.put(fmt::format("{}_{}_goodput_x{:g}", which, p.name, scale),
-                    r.goodput(interactive));
+        const double att = r.attainment(target, w.requests.size());
+        std::printf(" %6.2f [%4.2f]", r.goodput(target), att);
+        figures.put(fmt::format("{}{}_{}_goodput_x{:g}", prefix, which, p.name, scale),
+                    r.goodput(target));
         if (std::string{p.name} == "vllm_fcfs" && att >= 0.9) {
           chosen = scale;
         }
       }
       std::printf("\n");
     }
-    std::printf("  at scale %g (vLLM-FCFS's last with >= 90 %% interactive attainment):\n", chosen);
-    std::printf("  %-14s %10s %10s %10s %10s %10s %10s %8s\n", "policy", "attain_int", "goodput_i",
+    std::printf("  at scale %g (vLLM-FCFS's last with >= 90 %% %s attainment):\n", chosen,
+                target_name);
+    std::printf("  %-14s %10s %10s %10s %10s %10s %10s %8s\n", "policy", "attain", "goodput_i",
                 "goodput_s", "ttft_p50", "ttft_p99", "tpot_p50", "preempt");
     for (const auto& p : all) {
       const run_result r = replay(w.requests, chosen, p.options, model);
       wrong += r.refused;
       std::printf("  %-14s %10.3f %10.2f %10.2f %10.3f %10.3f %10.4f %8llu\n", p.name,
-                  r.attainment(interactive, w.requests.size()), r.goodput(interactive),
+                  r.attainment(target, w.requests.size()), r.goodput(interactive),
                   r.goodput(server), servekit_bench::percentile(r.ttft_s, 0.5),
                   servekit_bench::percentile(r.ttft_s, 0.99),
                   servekit_bench::percentile(r.tpot_s, 0.5),
                   static_cast<unsigned long long>(r.preemptions));
-      const std::string prefix = std::string{which} + "_" + p.name;
-      figures.put(prefix + "_goodput_interactive", r.goodput(interactive));
-      figures.put(prefix + "_goodput_server", r.goodput(server));
-      figures.put(prefix + "_ttft_p50_s", servekit_bench::percentile(r.ttft_s, 0.5));
-      figures.put(prefix + "_ttft_p99_s", servekit_bench::percentile(r.ttft_s, 0.99));
-      figures.put(prefix + "_tpot_p50_s", servekit_bench::percentile(r.tpot_s, 0.5));
-      figures.put(prefix + "_tpot_p99_s", servekit_bench::percentile(r.tpot_s, 0.99));
+      const std::string key = prefix + which + "_" + p.name;
+      figures.put(key + "_goodput_interactive", r.goodput(interactive));
+      figures.put(key + "_goodput_server", r.goodput(server));
+      figures.put(key + "_ttft_p50_s", servekit_bench::percentile(r.ttft_s, 0.5));
+      figures.put(key + "_ttft_p99_s", servekit_bench::percentile(r.ttft_s, 0.99));
+      figures.put(key + "_tpot_p50_s", servekit_bench::percentile(r.tpot_s, 0.5));
+      figures.put(key + "_tpot_p99_s", servekit_bench::percentile(r.tpot_s, 0.99));
       if (std::string{which} == "conv") {
-        figures.put(std::string{"goodput_"} + p.name, r.goodput(interactive));
+        figures.put(prefix + "goodput_" + p.name, r.goodput(target));
       }
     }
-    figures.put(std::string{which} + "_rate_scale", chosen);
-    figures.put(std::string{which} + "_synthetic", w.synthetic ? 1 : 0);
+    figures.put(prefix + which + "_rate_scale", chosen);
+    figures.put(prefix + which + "_synthetic", w.synthetic ? 1 : 0);
   }
-  figures.ratio("iteration_vs_request", "goodput_vllm_fcfs", "goodput_request_level");
-  figures.ratio("slo_aware_vs_vllm", "goodput_slo_aware", "goodput_vllm_fcfs");
+  figures.ratio(prefix + "iteration_vs_request", prefix + "goodput_vllm_fcfs",
+                prefix + "goodput_request_level");
+  figures.ratio(prefix + "slo_aware_vs_vllm", prefix + "goodput_slo_aware",
+                prefix + "goodput_vllm_fcfs");
+}
+
+/// Parses "a,b,c,d" (microseconds) into `out`.
+bool parse_step_model(const std::string& text, step_model& out) {
+  double v[4] = {};
+  std::istringstream in{text};
+  for (int i = 0; i < 4; ++i) {
+    char comma = ',';
+    if (!(in >> v[i]) || (i < 3 && (!(in >> comma) || comma != ','))) {
+      return false;
+    }
+  }
+  out = {v[0], v[1], v[2], v[3]};
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  bool quick = false;
+  std::string trace_dir =
+      fs::path{SERVEKIT_SOURCE_DIR}.parent_path() / "shared" / "data" / "azure-llm-2023";
+  double seconds = 1200;
+  std::string fitted_text;
+  servekit_bench::command_line cl{"bench_iteration"};
+  cl.json(json)
+      .quick(quick, "120 s of the trace and fewer rates (the smoke test, a few seconds)")
+      .text("--trace", trace_dir, {}, "folder of AzureLLMInferenceTrace_{conv,code}.csv")
+      .number("--seconds", seconds, 10, 4000, "seconds of each trace replayed (1200)")
+      .text("--step-model", fitted_text, {},
+            "a,b,c,d: the LibTorch model's fitted coefficients in us (calibrate_step_model); "
+            "default: fitted here when built with LibTorch")
+      .when_quick("--seconds", seconds, 120.0);
+  cl.parse(argc, argv);
+
+  const servekit_bench::machine host;
+  std::printf("bench_iteration  cpu: %s  nproc: %u  load: %.2f%s\n", host.cpu.c_str(), host.nproc,
+              host.load, quick ? "  (quick)" : "");
+  std::printf("step model (b), 8B BF16 on H100, roofline: t = %.0f us + %.1f us/token + %.0f "
+              "us/seq + %.3f us/context token\n",
+              h100_8b.a_us, h100_8b.b_us, h100_8b.c_us, h100_8b.d_us);
+
+  servekit_bench::report figures;
+  std::uint64_t wrong = 0;
+  const std::vector<double> scales =
+      quick ? std::vector<double>{1, 2, 4}
+            : std::vector<double>{1, 1.5, 2, 2.25, 2.5, 2.75, 3, 4, 6, 8};
+  sweep("", h100_8b, base_options(), interactive, "interactive", scales, trace_dir, seconds,
+        figures, wrong);
+
+  // (a) The step-time model fitted on the LibTorch transformer (tiny_lm on one CPU thread): a
+  // far slower "GPU", so the same trace runs at a fraction of its rate, judged at the server
+  // pair (its decodes alone take longer than the interactive TPOT target at any load).
+  step_model fitted;
+  bool have_fitted = !fitted_text.empty() && parse_step_model(fitted_text, fitted);
+  if (!fitted_text.empty() && !have_fitted) {
+    std::fprintf(stderr, "bench_iteration: --step-model wants a,b,c,d, got '%s'\n",
+                 fitted_text.c_str());
+    return 2;
+  }
+#if defined(SERVEKIT_HAS_LIBTORCH)
+  if (!have_fitted) {
+    const auto samples = servekit_bench::time_tiny_lm_steps(
+        fs::path{SERVEKIT_SOURCE_DIR} / "examples" / "models" / "tiny_lm" / "1",
+        quick ? 200 : 1500);
+    const auto fit = servekit_bench::fit_step_model(samples);
+    fitted = fit.model;
+    have_fitted = fit.samples > 0;
+    figures.put("libtorch_fit_r2", fit.r2);
+    figures.put("libtorch_fit_median_abs_error_pct", fit.median_abs_error_pct);
+    std::printf(
+        "\nstep model (a), fitted on tiny_lm (LibTorch, 1 thread) over %zu timed steps: R^2 "
+        "%.3f, median |error| %.1f %%\n",
+        fit.samples, fit.r2, fit.median_abs_error_pct);
+  }
+#endif
+  if (have_fitted) {
+    std::printf("step model (a): t = %.0f us + %.2f us/token + %.1f us/seq + %.4f us/context "
+                "token\n",
+                fitted.a_us, fitted.b_us, fitted.c_us, fitted.d_us);
+    figures.put("libtorch_a_us", fitted.a_us);
+    figures.put("libtorch_b_us", fitted.b_us);
+    figures.put("libtorch_c_us", fitted.c_us);
+    figures.put("libtorch_d_us", fitted.d_us);
+    auto cpu = base_options(); // tiny_lm's bundled config
+    cpu.max_num_seqs = 64;
+    cpu.max_num_batched_tokens = 512;
+    cpu.num_blocks = 4096;
+    const std::vector<double> cpu_scales =
+        quick ? std::vector<double>{0.5, 1, 1.5}
+              : std::vector<double>{0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 3};
+    sweep("libtorch_", fitted, cpu, server, "server", cpu_scales, trace_dir, seconds, figures,
+          wrong);
+  } else {
+    std::printf("\nstep model (a): not fitted (a build without LibTorch; pass --step-model)\n");
+  }
+
   const double step_us = decision_us(256, quick ? 200 : 2000);
   std::printf("\n");
   figures.row("step_decision_us_256", step_us, "us, schedule() + update(), 256 decoding sequences");
   figures.row("iteration_vs_request_conv", figures.get("iteration_vs_request"),
-              "vLLM-FCFS / request-level goodput (interactive, conversation)");
+              "vLLM-FCFS / request-level goodput (interactive, conversation, 8B on H100)");
   figures.row("slo_aware_vs_vllm_conv", figures.get("slo_aware_vs_vllm"),
-              "SLO-aware / vLLM-FCFS goodput (interactive, conversation)");
+              "SLO-aware / vLLM-FCFS goodput (interactive, conversation, 8B on H100)");
+  if (have_fitted) {
+    figures.row("libtorch_iteration_vs_request_conv", figures.get("libtorch_iteration_vs_request"),
+                "vLLM-FCFS / request-level goodput (server pair, conversation, tiny_lm fit)");
+    figures.row("libtorch_slo_aware_vs_vllm_conv", figures.get("libtorch_slo_aware_vs_vllm"),
+                "SLO-aware / vLLM-FCFS goodput (server pair, conversation, tiny_lm fit)");
+  }
 
   servekit_bench::goals goals;
   goals.check("iteration-level goodput >= 3 x request-level (conversation, interactive)",

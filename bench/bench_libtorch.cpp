@@ -182,10 +182,16 @@ load_result direct_load(const torch::jit::Module& module, unsigned threads, doub
   std::uint64_t answered = 0;                                                   // guarded
   std::vector<double> latencies;                                                // guarded
   std::vector<std::thread> workers;
+  // Cloned here, one after the other: Module::clone of one module from several threads at once
+  // corrupts the heap (LibTorch 1.13).
+  std::vector<torch::jit::Module> modules;
   for (unsigned t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
+    modules.push_back(module.clone());
+  }
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
       at::set_num_threads(1); // as the served instances run (INTRA_OP_THREAD_COUNT 1)
-      torch::jit::Module own = module.clone();
+      torch::jit::Module& own = modules[t];
       const c10::InferenceMode inference;
       auto request = image_request();
       for (;;) {

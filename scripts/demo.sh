@@ -97,6 +97,12 @@ Real models (TorchScript through LibTorch, ONNX through OpenCV DNN; docs/backend
   curl -s -X POST http://${address}/v2/models/gru_sequence/infer -d '{"parameters": {"sequence_id": 7,
     "sequence_start": true}, "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 3],
     "data": [0.25, -0.5, 0.75]}]}'
+A generative model (tiny_lm: a TorchScript transformer scheduled per forward pass with a paged
+KV cache; its weights are random, so its text is gibberish; docs/llm-serving.md):
+  curl -s http://${address}/v2/models/tiny_lm/generate -d '{"text_input": "Hello", "max_tokens": 16}'
+  curl -sN http://${address}/v1/chat/completions -d '{"model": "tiny_lm", "stream": true,
+    "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}'
+  curl -s http://${address}/metrics | grep '^vllm:num_requests'
 More in docs/server.md. Ctrl-C stops the server (in-flight requests are answered first).
 EOF
 # Ctrl-C reaches the server too; it drains, then exits 0. A signal also interrupts `wait`, so wait

@@ -13,21 +13,27 @@ demo.sh prints:
                          the preprocessed image
   gru_sequence           (a GRU cell with implicit state): the hidden state carries from one
                          request of a sequence to the next, and a new sequence starts afresh
+  tiny_lm                (a TorchScript transformer under the iteration batcher): the same
+                         tokens through /generate, /generate_stream (one event per token),
+                         /v1/completions and its stream, several prompts at once
 
 Only the standard library.
 """
 
+import http.client
+import json
 import math
 import os
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_libtorch_server import (  # noqa: E402
     SeededValues, check, classifier_scores, get, post, serve_and_run)
 
 REAL_MODELS = ("image_classifier", "image_classifier_onnx", "image_preprocess", "image_ensemble",
-               "gru_sequence")
+               "gru_sequence", "tiny_lm")
 
 
 def expect_scores(got, images, what):
@@ -108,7 +114,54 @@ def run(address, log):
     again = gru_step(address, 8, x, start=True, end=True)
     check(all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(first, again)),
           f"a new sequence did not start from a zero state: {again} vs {first}")
+    check_tiny_lm(address)
     return 0
+
+
+def stream_events(address, path, body):
+    """The data of each server-sent event of a streamed POST."""
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    check(response.status == 200, f"{path}: {response.status}")
+    text = response.read().decode()
+    return [e[len("data: "):] for e in text.split("\n\n") if e.startswith("data: ")]
+
+
+def check_tiny_lm(address):
+    prompts = ["Hello", "Once upon a time", "The quick brown fox"]
+    texts = {}
+
+    def generate(prompt):
+        status, body = post(address, "/v2/models/tiny_lm/generate",
+                            {"text_input": prompt, "max_tokens": 16})
+        check(status == 200, f"tiny_lm generate: {status} {body}")
+        texts[prompt] = body["text_output"]
+        check(body["finish_reason"] == "length" and body["completion_tokens"] == 16, f"{body}")
+
+    threads = [threading.Thread(target=generate, args=(p,)) for p in prompts]  # batched together
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(len(texts) == 3, f"tiny_lm answered {texts}")
+    for prompt, text in texts.items():
+        check(len(text) == 16 and all(c == "\n" or 32 <= ord(c) < 127 for c in text),
+              f"tiny_lm's text for {prompt!r}: {text!r}")
+        events = stream_events(address, "/v2/models/tiny_lm/generate_stream",
+                               {"text_input": prompt, "max_tokens": 16, "stream": True})
+        streamed = "".join(json.loads(e)["text_output"] for e in events)
+        check(len(events) == 16 and streamed == text, f"streamed {streamed!r} vs {text!r}")
+        status, body = post(address, "/v1/completions",
+                            {"model": "tiny_lm", "prompt": prompt, "max_tokens": 16})
+        check(status == 200 and body["choices"][0]["text"] == text, f"/v1/completions: {body}")
+        chunks = stream_events(address, "/v1/completions",
+                               {"model": "tiny_lm", "prompt": prompt, "max_tokens": 16,
+                                "stream": True})
+        check(chunks[-1] == "[DONE]", f"the stream ends with [DONE]: {chunks[-1]}")
+        joined = "".join(json.loads(c)["choices"][0]["text"] for c in chunks[:-1])
+        check(joined == text, f"/v1/completions stream {joined!r} vs {text!r}")
 
 
 def main():

@@ -37,7 +37,8 @@ set(_allow_http ${_allow_repository} repository)
 set(_allow_grpc ${_allow_http} http)
 set(_allow_cuda core backend schedule state)
 set(_allow_onnx ${_allow_runtime} runtime)
-set(_allow_libtorch core backend)
+# A generative backend (libtorch/causal_lm.hpp) executes the iteration scheduler's step plans.
+set(_allow_libtorch core backend schedule)
 
 # The engine (servekit::servekit) needs only the standard library and header-only Boost; what the
 # server tier uses (nlohmann-json, fmt, Boost.Beast and Asio, zlib) stays above it.

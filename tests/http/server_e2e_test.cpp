@@ -47,7 +47,8 @@ using test_http::reply;
 
 /// The bundled models these tests serve, the bundled backends' ones: a copy of examples/models
 /// without its TorchScript and ONNX models (this server has no LibTorch; those models are served
-/// by tests/libtorch/bundled_models_test.cpp and example.server.real_models), made once per
+/// by tests/libtorch/bundled_models_test.cpp, tests/libtorch/causal_lm_test.cpp and
+/// example.server.real_models), made once per
 /// process.
 class bundled_backends_models {
 public:
@@ -73,9 +74,9 @@ public:
   [[nodiscard]] fs::path operator/(const std::string& model) const { return path_ / model; }
 
 private:
-  inline static const std::set<std::string> real_models = {"gru_sequence", "image_classifier",
-                                                           "image_classifier_onnx",
-                                                           "image_ensemble", "image_preprocess"};
+  inline static const std::set<std::string> real_models = {
+      "gru_sequence",   "image_classifier", "image_classifier_onnx",
+      "image_ensemble", "image_preprocess", "tiny_lm"};
   fs::path path_;
 };
 const bundled_backends_models bundled_models;

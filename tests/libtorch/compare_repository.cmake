@@ -14,7 +14,8 @@ endif()
 
 file(GLOB_RECURSE generated RELATIVE "${GENERATED}" "${GENERATED}/*")
 # What make_models must have written; a file missing from this list fails the test as well.
-set(expected image_classifier/1/model.pt image_preprocess/1/model.pt gru_sequence/1/model.pt)
+set(expected image_classifier/1/model.pt image_preprocess/1/model.pt gru_sequence/1/model.pt
+             tiny_lm/1/model.pt)
 if(WITH_ONNX)
   list(APPEND expected image_classifier_onnx/1/model.onnx)
 endif()

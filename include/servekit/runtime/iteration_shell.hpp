@@ -133,7 +133,7 @@ public:
   /// the KV cache), `unavailable` while shutting down.
   [[nodiscard]] status submit(request&& r, response_sink&& sink, std::int64_t elements) {
     const detail::submit_guard guard{submitters_};
-    if (state_.load(std::memory_order_acquire) != state::running) {
+    if (state_.load(std::memory_order_seq_cst) != state::running) {
       return unavailable("model '" + options_.name +
                          "' is shutting down and accepts no new requests");
     }
@@ -463,8 +463,14 @@ private:
       out.clear();
       collect_cancelled(l, out);
       if (l.core->idle() && out.empty()) {
-        if (state_.load(std::memory_order_acquire) != state::running) {
-          break;
+        if (state_.load(std::memory_order_seq_cst) != state::running) {
+          // A submit that saw `running` before shutdown began may still be adding its sequence:
+          // it counts itself in submitters_ before it reads the state, so none is in flight
+          // once this reads 0 after the state changed.
+          if (submitters_.load(std::memory_order_seq_cst) == 0) {
+            break;
+          }
+          l.wake.wait_for(lock, std::chrono::microseconds{100});
         }
         continue;
       }
@@ -484,9 +490,11 @@ private:
       }
       lock.lock();
       if (!act) {
-        // Nothing could run (cannot happen while add() refuses what never fits): wait for a
-        // change rather than spin.
-        l.wake.wait_for(lock, std::chrono::milliseconds{1});
+        if (plan != nullptr) {
+          // Nothing could run (cannot happen while add() refuses what never fits): wait for a
+          // change rather than spin.
+          l.wake.wait_for(lock, std::chrono::milliseconds{1});
+        }
         continue;
       }
       if (failure) {

@@ -5,6 +5,9 @@
 /// src/libtorch/backend.cpp, beside the other LibTorch backend (see core/detail/linkage.hpp).
 
 #include <servekit/core/tensor.hpp>
+// backend.hpp first: in header-only mode it brings the model-file helpers
+// (torchscript_model.ipp) in the order its own implementation needs.
+#include <servekit/libtorch/backend.hpp>
 #include <servekit/libtorch/causal_lm.hpp>
 #include <servekit/libtorch/impl/torchscript_model.ipp>
 #include <servekit/schedule/iteration_batching_parameters.hpp>
