@@ -6,6 +6,7 @@
 #include "archetypes/hash_llm.hpp"
 #include "archetypes/temp_repository.hpp"
 #include "http_client.hpp"
+#include "raw_client.hpp"
 
 #include "backends/identity.hpp"
 
@@ -295,59 +296,8 @@ TEST(LlmServing, MetricsUnderVllmNames) {
   EXPECT_EQ(r.body.find("vllm:num_requests_running{model=\"text\""), std::string::npos);
 }
 
-/// A client connection sending raw bytes; closing it is the client leaving.
-class raw_client {
-public:
-  explicit raw_client(std::uint16_t port) {
-    socket_.connect(tcp::endpoint{asio::ip::make_address("127.0.0.1"), port});
-    const timeval tv{0, 100'000};
-    ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  void post(std::string_view path, std::string_view body) {
-    const std::string bytes = "POST " + std::string{path} +
-                              " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                              "Content-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + std::string{body};
-    asio::write(socket_, asio::buffer(bytes));
-  }
-  bool read_until(std::string_view text) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    std::array<char, 4096> chunk{};
-    while (received_.find(text) == std::string::npos) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return false;
-      }
-      const auto n = ::recv(socket_.native_handle(), chunk.data(), chunk.size(), 0);
-      if (n > 0) {
-        received_.append(chunk.data(), static_cast<std::size_t>(n));
-      } else if (n == 0) {
-        return false;
-      }
-    }
-    return true;
-  }
-  void leave() {
-    boost::system::error_code ec;
-    socket_.close(ec);
-  }
-  [[nodiscard]] const std::string& received() const noexcept { return received_; }
-
-private:
-  asio::io_context ioc_;
-  tcp::socket socket_{ioc_};
-  std::string received_;
-};
-
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using test_http::eventually;
+using test_http::raw_client;
 
 TEST(LlmServing, AStreamWhoseClientLeavesIsCancelledAndFreesItsBlocks) {
   running_server s;

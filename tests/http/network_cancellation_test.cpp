@@ -6,6 +6,7 @@
 // opens, so nothing depends on timing.
 #include "archetypes/gated_backend.hpp"
 #include "http_client.hpp"
+#include "raw_client.hpp"
 
 #include "bundled_backends.hpp"
 
@@ -108,63 +109,8 @@ private:
   std::thread thread_;
 };
 
-/// A client connection sending raw bytes; closing it is the client leaving.
-class raw_client {
-public:
-  explicit raw_client(std::uint16_t port) {
-    socket_.connect(tcp::endpoint{asio::ip::make_address("127.0.0.1"), port});
-    const timeval tv{0, 100'000}; // reads return every 100 ms, so waits can be bounded
-    ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  bool post(std::string_view path, std::string_view body) {
-    const std::string bytes = "POST " + std::string{path} +
-                              " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                              "Content-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + std::string{body};
-    boost::system::error_code ec;
-    asio::write(socket_, asio::buffer(bytes), ec);
-    return !ec;
-  }
-  /// Reads until `text` has arrived or 10 s pass.
-  bool read_until(std::string_view text) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    std::array<char, 4096> chunk{};
-    while (received_.find(text) == std::string::npos) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return false;
-      }
-      const auto n = ::recv(socket_.native_handle(), chunk.data(), chunk.size(), 0);
-      if (n > 0) {
-        received_.append(chunk.data(), static_cast<std::size_t>(n));
-      } else if (n == 0) {
-        return false;
-      }
-    }
-    return true;
-  }
-  void leave() {
-    boost::system::error_code ec;
-    socket_.close(ec);
-  }
-  [[nodiscard]] const std::string& received() const noexcept { return received_; }
-
-private:
-  asio::io_context ioc_;
-  tcp::socket socket_{ioc_};
-  std::string received_;
-};
-
-/// Polls `done` until it holds or 10 s pass.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using test_http::eventually;
+using test_http::raw_client;
 
 constexpr std::string_view one_value =
     R"({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [7]}]})";

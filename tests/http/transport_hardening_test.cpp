@@ -5,6 +5,7 @@
 // transport needs no model). Timeouts are set to a few hundred milliseconds; each wait for the
 // server to close a connection is bounded.
 #include "http_client.hpp"
+#include "raw_client.hpp"
 
 #include "bundled_backends.hpp"
 
@@ -158,17 +159,7 @@ private:
   std::string received_;
 };
 
-/// Polls `done` until it holds or 10 s pass.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using test_http::eventually;
 
 // -- RFC 9112 framing --------------------------------------------------------------------------
 
