@@ -295,6 +295,8 @@ TEST(generative_model, statistics_and_generation_figures) {
   EXPECT_EQ(s.inference_count, 3U);
   EXPECT_EQ(s.success.count, 3U);
   EXPECT_EQ(s.pending_request_count, 0U);
+  ASSERT_NE(s.batch_size(1), nullptr); // each step finished one sequence
+  EXPECT_EQ(s.batch_size(1)->compute_infer.count, 3U);
   ASSERT_TRUE(s.generation.has_value());
   const auto& g = *s.generation;
   EXPECT_EQ(g.block_size, 8U);

@@ -75,7 +75,9 @@ public:
       : options_{with_placed_instance_groups(auto_completed<Backend>(std::move(options)))},
         config_{resolve_config<Backend>(options_, scheduler_kind::iteration, hooks)},
         validator_{options_.name, config_.max_batch_size, config_.inputs, config_.outputs},
-        placements_{expand_instance_groups(options_.instance_group)}, stats_{1, instance_names()},
+        placements_{expand_instance_groups(options_.instance_group)}, stats_{statistics_batch_sizes(
+                                                                                 options_),
+                                                                             instance_names()},
         environment_{std::move(environment)}, shell_{options_, config_,
                                                      checked_iteration_options(options_),
                                                      placements_, stats_} {}
@@ -165,6 +167,11 @@ private:
       check_response_cache_allowed(options.name, true, false);
     }
     return options;
+  }
+
+  /// Per-size execution counters up to max_num_seqs (a step's finished sequences), at most 1024.
+  [[nodiscard]] static std::size_t statistics_batch_sizes(const model_options& options) {
+    return std::min<std::size_t>(read_iteration_batching(options.parameters).max_num_seqs, 1024);
   }
 
   /// The knobs from `parameters` (num_blocks may stay 0: the shell asks the backend).

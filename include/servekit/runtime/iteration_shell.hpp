@@ -411,6 +411,7 @@ private:
     if (ok != 0) {
       model_statistics::execution x;
       x.instance = l.in.context.instance_index;
+      x.batch_size = ok;
       x.requests = ok;
       x.ok_requests = ok;
       x.ok_elements = ok;
