@@ -130,7 +130,6 @@ public:
       gate_->pass();
     }
     for (const auto& s : plan.sequences) {
-      std::string_view text;
       if (s.first_token == 0) {
         const std::vector<servekit::token_id> t(s.tokens.begin(), s.tokens.end());
         if (std::string{t.begin(), t.end()}.find("THROW") != std::string::npos) {
