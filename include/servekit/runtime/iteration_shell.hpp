@@ -22,11 +22,11 @@
 #include <servekit/runtime/resolved_config.hpp>
 #include <servekit/runtime/shutdown_mode.hpp>
 #include <servekit/schedule/iteration_batching_options.hpp>
+#include <servekit/schedule/iteration_batching_parameters.hpp>
 #include <servekit/schedule/iteration_scheduler_core.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -56,9 +56,9 @@ namespace servekit {
 ///   parameters: `finish_reason`, "length" (max_tokens or the model's length) or "stop" (the end
 ///   token or the backend's stop), as OpenAI names them; `prompt_tokens` and
 ///   `completion_tokens`, the counts OpenAI's `usage` reports.
-/// - **Cancellation**: a request whose cancellation token fires is answered `cancelled` and its
-///   blocks freed before the next step (model::cancel wakes the instance; a step in flight
-///   finishes first).
+/// - **Cancellation**: model::cancel(source) (the HTTP and gRPC servers call it when a client
+///   goes away) has each instance answer the requests whose tokens fired `cancelled` and free
+///   their blocks before its next step (a step in flight finishes first).
 /// - **Failure**: a step whose execute_step throws, or returns outputs that do not match the
 ///   plan, fails every sequence of that step (`internal`, naming the model and instance); the
 ///   instance keeps serving the others.
@@ -71,55 +71,32 @@ public:
                   iteration_batching_options iteration,
                   const std::vector<instance_placement>& placements, model_statistics& stats)
       : options_{options}, stats_{stats} {
-    states_ = detail::create_model_states<Backend>(options, config);
+    const auto states = detail::create_model_states<Backend>(options, config);
     for (std::size_t i = 0; i < placements.size(); ++i) {
       auto l = std::make_unique<lane>();
-      auto& in = l->in;
-      in.placement = placements[i];
-      in.context.model_name = options.name;
-      in.context.model_version = options.version;
-      in.context.instance_name = in.placement.name;
-      in.context.instance_index = i;
-      in.context.kind = in.placement.kind;
-      in.context.device_id = in.placement.device_id;
-      in.context.max_batch_size = config.max_batch_size;
-      in.context.inputs = config.inputs;
-      in.context.outputs = config.outputs;
-      in.context.parameters = &options.parameters;
-      in.states = states_;
-      try {
-        detail::construct_backend(in);
-      } catch (const std::exception& e) {
-        throw config_error(config_error_code::backend_error, "/instance_group",
-                           "instance '" + in.placement.name + "' of model '" + options.name +
-                               "' failed to initialize: " + e.what());
-      }
+      l->in = detail::build_instance<Backend>(options, config, placements[i], i, states);
       lanes_.push_back(std::move(l));
     }
     if (iteration.num_blocks == 0 && !lanes_.empty()) {
       // The backend sized its cache from its memory; every instance has the same.
-      iteration.num_blocks = kv_cache_blocks_of(*lanes_.front()->in.backend);
+      iteration.num_blocks = kv_cache_blocks_of(*lanes_.front()->in->backend);
     }
     validate(iteration, "/parameters");
     iteration_ = iteration;
     for (auto& l : lanes_) {
       l->core.emplace(iteration_);
     }
-    if (const auto v = options.parameters.find("default_max_tokens");
-        v != options.parameters.end()) {
-      std::uint32_t n = 0;
-      const char* end = v->second.data() + v->second.size();
-      const auto [ptr, ec] = std::from_chars(v->second.data(), end, n);
-      if (ec != std::errc{} || ptr != end || n < 1 ||
-          n > static_cast<std::uint32_t>(std::numeric_limits<std::int32_t>::max())) {
-        throw config_error(config_error_code::bad_value, "/parameters/default_max_tokens",
-                           "expected an integer of at least 1, got '" + v->second + "'");
-      }
-      defaults_.max_tokens = n;
+    std::uint32_t max_tokens = defaults_.max_tokens;
+    detail::read_iteration_count(options.parameters, {"default_max_tokens"}, max_tokens);
+    if (max_tokens < 1 ||
+        max_tokens > static_cast<std::uint32_t>(std::numeric_limits<std::int32_t>::max())) {
+      throw config_error(config_error_code::bad_value, "/parameters/default_max_tokens",
+                         "must be at least 1 and below 2^31, got " + std::to_string(max_tokens));
     }
-    end_token_ = lanes_.empty() ? std::nullopt : end_token_of(*lanes_.front()->in.backend);
+    defaults_.max_tokens = max_tokens;
+    end_token_ = lanes_.empty() ? std::nullopt : end_token_of(*lanes_.front()->in->backend);
     for (auto& l : lanes_) {
-      l->in.thread = std::thread{[this, raw = l.get()] { run(*raw); }};
+      l->in->thread = std::thread{[this, raw = l.get()] { run(*raw); }};
     }
   }
 
@@ -148,7 +125,7 @@ public:
       return invalid_argument("model '" + options_.name + "': " + s.message());
     }
     generation_request g;
-    if (status s = lanes_.front()->in.backend->tokenize(r, g.prompt); !s.ok()) {
+    if (status s = lanes_.front()->in->backend->tokenize(r, g.prompt); !s.ok()) {
       return status{s.code(), "model '" + options_.name + "': " + s.message()};
     }
     const std::uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
@@ -215,8 +192,8 @@ public:
     }
     const std::lock_guard join{join_mutex_};
     for (auto& l : lanes_) {
-      if (l->in.thread.joinable()) {
-        l->in.thread.join();
+      if (l->in->thread.joinable()) {
+        l->in->thread.join();
       }
     }
   }
@@ -277,7 +254,7 @@ private:
   };
 
   struct lane {
-    detail::backend_instance<Backend> in;
+    std::unique_ptr<detail::backend_instance<Backend>> in;
     std::mutex mutex;
     std::condition_variable wake;
     std::optional<iteration_scheduler_core> core;
@@ -320,10 +297,13 @@ private:
     l.steps.store(c.stats().steps, std::memory_order_relaxed);
   }
 
-  /// Under the lane's lock, between steps: cancels every sequence whose token fired (all of
-  /// them when shutting down by cancel) and queues its answer.
+  /// Under the lane's lock, between steps, after a cancel(): cancels every sequence whose token
+  /// fired (all of them when shutting down by cancel) and queues its answer.
   void collect_cancelled(lane& l, std::vector<delivery>& out) {
     const bool all = state_.load(std::memory_order_acquire) == state::cancelling;
+    if (!all && !l.cancel_scan) {
+      return; // no cancel() since the last scan: no step pays for a walk of every sequence
+    }
     l.cancel_scan = false;
     for (auto& [id, e] : l.entries) {
       if (e.sink.final_sent() || !(all || e.req.cancellation.cancelled())) {
@@ -385,14 +365,14 @@ private:
         ++e.tokens;
         e.last_token = now;
         if (e.stream) {
-          l.in.backend->respond(e.req, std::span<const token_id>{&*d.token, 1}, r);
+          l.in->backend->respond(e.req, std::span<const token_id>{&*d.token, 1}, r);
         } else {
           e.generated.push_back(*d.token);
           if (!d.final) {
             d.entry = nullptr; // nothing to send yet
             continue;
           }
-          l.in.backend->respond(e.req, e.generated, r);
+          l.in->backend->respond(e.req, e.generated, r);
         }
         if (d.final) {
           r.parameters.set("finish_reason", std::string{finish_reason_name(d.reason)});
@@ -410,7 +390,7 @@ private:
     }
     if (ok != 0) {
       model_statistics::execution x;
-      x.instance = l.in.context.instance_index;
+      x.instance = l.in->context.instance_index;
       x.batch_size = ok;
       x.requests = ok;
       x.ok_requests = ok;
@@ -487,7 +467,7 @@ private:
       std::optional<status> failure;
       if (act) {
         outputs.clear();
-        failure = execute(*l.in.backend, *plan, outputs);
+        failure = execute(*l.in->backend, *plan, outputs);
       }
       lock.lock();
       if (!act) {
@@ -552,12 +532,11 @@ private:
 
   [[nodiscard]] status step_failure(const lane& l, const status& why) const {
     return internal_error("backend of model '" + options_.name + "' failed in instance '" +
-                          l.in.placement.name + "': " + why.message());
+                          l.in->placement.name + "': " + why.message());
   }
 
   const model_options& options_;
   model_statistics& stats_;
-  std::shared_ptr<detail::model_states<Backend>> states_;
   std::vector<std::unique_ptr<lane>> lanes_;
   iteration_batching_options iteration_;
   detail::generation_settings defaults_;

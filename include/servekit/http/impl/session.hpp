@@ -209,6 +209,8 @@ private:
   // ---- generate and generate_stream (session_generate.ipp) ------------------------------
 
   void handle_generate(bool stream); ///< on the strand
+  /// Submits a generate request (or an OpenAI one) with the generate sink, on the strand.
+  [[nodiscard]] status submit_generate(request&& r, const model_ref& ref, bool stream);
   /// POST /v1/completions and /v1/chat/completions (OpenAI-compatible), on the strand: the
   /// generate machinery with the OpenAI codec (http/openai_codec.hpp).
   void handle_openai(openai_api api);

@@ -63,8 +63,17 @@ SERVEKIT_DECL void session::handle_generate(bool stream) {
     reply_error(http_status_for(s.code()), s.message());
     return;
   }
-  handoff_.streaming = stream;
   handoff_.openai.reset();
+  if (status s = submit_generate(std::move(handoff_.decoded.request), ref, stream); !s.ok()) {
+    reply_error(http_status_for(s.code()), s.message());
+  }
+}
+
+/// Submits `r` to `ref` (handoff_.model) with the generate sink, streaming or not; the OpenAI
+/// endpoints come through here too, handoff_.openai set or not. Not ok: the submit's refusal,
+/// for the caller to answer in its endpoint's form.
+SERVEKIT_DECL status session::submit_generate(request&& r, const model_ref& ref, bool stream) {
+  handoff_.streaming = stream;
   handoff_.generate_responses = 0;
   handoff_.generate_model = handoff_.model->options().name;
   handoff_.generate_version = handoff_.model->options().version;
@@ -74,13 +83,13 @@ SERVEKIT_DECL void session::handle_generate(bool stream) {
   handoff_.status = 200;
   // From a successful submit on, the sink owns handoff_.body and the generate_ members (non-stream)
   // until it posts the write: this thread must not touch them.
-  make_cancellable(handoff_.decoded.request, ref);
-  status s = ref.submit(std::move(handoff_.decoded.request), generate_sink{shared_from_this()});
+  make_cancellable(r, ref);
+  status s = ref.submit(std::move(r), generate_sink{shared_from_this()});
   if (!s.ok()) {
     on_strand_.in_flight.reset();
     handoff_.streaming = false;
-    reply_error(http_status_for(s.code()), s.message());
   }
+  return s;
 }
 
 /// /generate, on the thread the model answers on: keeps the one response in handoff_.body, and

@@ -30,9 +30,8 @@ namespace servekit::http {
 
 namespace detail {
 
-namespace {
 /// Whether a model takes Triton's LLM text input (what the OpenAI endpoints submit).
-bool takes_text_input(const model_ref& m) {
+inline bool takes_text_input(const model_ref& m) {
   for (const auto& in : m.inputs()) {
     if (in.name == "text_input" && in.type == data_type::bytes) {
       return true;
@@ -40,7 +39,6 @@ bool takes_text_input(const model_ref& m) {
   }
   return false;
 }
-} // namespace
 
 SERVEKIT_DECL void session::reply_openai_error(unsigned status, std::string_view message) {
   handoff_.body = encode_openai_error(status, message);
@@ -82,19 +80,7 @@ SERVEKIT_DECL void session::handle_openai(openai_api api) {
                                 .count();
   handoff_.openai_include_usage = decoded.include_usage;
   handoff_.openai_text.clear();
-  handoff_.streaming = decoded.stream;
-  handoff_.generate_responses = 0;
-  handoff_.generate_model = handoff_.model->options().name;
-  handoff_.generate_version = handoff_.model->options().version;
-  on_strand_.stream_head_sent = false;
-  on_strand_.stream_final_queued = false;
-  on_strand_.stream_broken = false;
-  handoff_.status = 200;
-  make_cancellable(decoded.request, ref);
-  status s = ref.submit(std::move(decoded.request), generate_sink{shared_from_this()});
-  if (!s.ok()) {
-    on_strand_.in_flight.reset();
-    handoff_.streaming = false;
+  if (status s = submit_generate(std::move(decoded.request), ref, decoded.stream); !s.ok()) {
     handoff_.model.reset();
     reply_openai_error(http_status_for(s.code()), s.message());
   }

@@ -19,7 +19,6 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/api/module.h>
 
-#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -74,23 +73,6 @@ positive_attribute(const torch::jit::Module& m, const std::string& name, const s
                              "num_heads, head_dim, and a step() method)");
   }
   return m.attr(name).toInt();
-}
-
-/// A model parameter holding a non-negative integer, or `fallback` when unset.
-[[nodiscard]] inline std::uint64_t count_parameter(const instance_context& context,
-                                                   std::string_view key, std::uint64_t fallback) {
-  const auto v = context.parameter(key);
-  if (!v) {
-    return fallback;
-  }
-  std::uint64_t n = 0;
-  const char* end = v->data() + v->size();
-  const auto [ptr, ec] = std::from_chars(v->data(), end, n);
-  if (ec != std::errc{} || ptr != end || v->empty()) {
-    throw std::runtime_error("parameter '" + std::string{key} +
-                             "' must be a non-negative integer, got '" + std::string{*v} + "'");
-  }
-  return n;
 }
 
 [[nodiscard]] inline at::Tensor long_tensor(const std::vector<std::int64_t>& values) {
@@ -150,8 +132,9 @@ SERVEKIT_DECL causal_lm::causal_lm(const instance_context& context, model_state&
                                     static_cast<std::uint64_t>(file.head_dim) * sizeof(double);
   std::uint64_t blocks = o.num_blocks;
   if (blocks == 0) {
-    const std::uint64_t megabytes = detail::count_parameter(context, "kv_cache_megabytes", 64);
-    blocks = megabytes * 1024 * 1024 / block_bytes;
+    std::uint32_t megabytes = 64;
+    servekit::detail::read_iteration_count(*context.parameters, {"kv_cache_megabytes"}, megabytes);
+    blocks = std::uint64_t{megabytes} * 1024 * 1024 / block_bytes;
   }
   if (blocks == 0 || blocks > std::numeric_limits<std::uint32_t>::max()) {
     throw std::runtime_error("model '" + file.model_name + "': a KV cache of " +
@@ -160,7 +143,8 @@ SERVEKIT_DECL causal_lm::causal_lm(const instance_context& context, model_state&
   }
   m.blocks = static_cast<std::uint32_t>(blocks);
   if (context.parameter("end_token")) {
-    const std::uint64_t t = detail::count_parameter(context, "end_token", 0);
+    std::uint32_t t = 0;
+    servekit::detail::read_iteration_count(*context.parameters, {"end_token"}, t);
     if (t > 255) {
       throw std::runtime_error("parameter 'end_token' must be a byte value (0-255), got " +
                                std::to_string(t));

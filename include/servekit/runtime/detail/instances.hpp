@@ -186,6 +186,37 @@ void construct_backend(backend_instance<Backend>& in) {
   }
 }
 
+/// Instance `index` at `placement`: its context filled from the model's options and resolved
+/// config, its backend constructed (on this thread). Throws config_error at "/instance_group"
+/// naming the instance if the constructor throws. Every shell builds its instances with it.
+template <class Backend>
+[[nodiscard]] std::unique_ptr<backend_instance<Backend>>
+build_instance(const model_options& options, const resolved_config& config,
+               const instance_placement& placement, std::size_t index,
+               std::shared_ptr<model_states<Backend>> states) {
+  auto in = std::make_unique<backend_instance<Backend>>();
+  in->placement = placement;
+  in->context.model_name = options.name;
+  in->context.model_version = options.version;
+  in->context.instance_name = in->placement.name;
+  in->context.instance_index = index;
+  in->context.kind = in->placement.kind;
+  in->context.device_id = in->placement.device_id;
+  in->context.max_batch_size = config.max_batch_size;
+  in->context.inputs = config.inputs;
+  in->context.outputs = config.outputs;
+  in->context.parameters = &options.parameters;
+  in->states = std::move(states);
+  try {
+    construct_backend(*in);
+  } catch (const std::exception& e) {
+    throw config_error(config_error_code::backend_error, "/instance_group",
+                       "instance '" + in->placement.name + "' of model '" + options.name +
+                           "' failed to initialize: " + e.what());
+  }
+  return in;
+}
+
 /// Builds the model's shared states, then an instance per placement (calling each backend's
 /// constructor on this thread), running the model's warmup samples on each right after it is
 /// built; warmup executions are recorded into `stats` when given. Throws config_error if a
@@ -207,27 +238,7 @@ create_instances(const model_options& options, const resolved_config& config,
   out.reserve(placements.size());
   try {
     for (std::size_t i = 0; i < placements.size(); ++i) {
-      auto in = std::make_unique<backend_instance<Backend>>();
-      in->placement = placements[i];
-      in->context.model_name = options.name;
-      in->context.model_version = options.version;
-      in->context.instance_name = in->placement.name;
-      in->context.instance_index = i;
-      in->context.kind = in->placement.kind;
-      in->context.device_id = in->placement.device_id;
-      in->context.max_batch_size = config.max_batch_size;
-      in->context.inputs = config.inputs;
-      in->context.outputs = config.outputs;
-      in->context.parameters = &options.parameters;
-      in->states = states;
-      try {
-        construct_backend(*in);
-      } catch (const std::exception& e) {
-        throw config_error(config_error_code::backend_error, "/instance_group",
-                           "instance '" + in->placement.name + "' of model '" + options.name +
-                               "' failed to initialize: " + e.what());
-      }
-      out.push_back(std::move(in));
+      out.push_back(build_instance<Backend>(options, config, placements[i], i, states));
       run_warmup(*out.back()->backend, out.back()->context, options, config.max_batch_size,
                  config.inputs, stats);
     }
