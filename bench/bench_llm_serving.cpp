@@ -259,10 +259,10 @@ int main(int argc, char** argv) {
       (fs::path{SERVEKIT_SOURCE_DIR}.parent_path() / "shared" / "data" / "azure-llm-2023").string();
   servekit_bench::command_line cl{"bench_llm_serving"};
   cl.json(json)
-      .quick(quick, "10 s of the trace (the smoke test)")
+      .quick(quick, "4 s of the trace (the smoke test)")
       .text("--trace", trace_dir, {}, "folder of AzureLLMInferenceTrace_conv.csv")
       .number("--seconds", seconds, 5, 600, "seconds of the trace replayed (40)")
-      .when_quick("--seconds", seconds, 10.0);
+      .when_quick("--seconds", seconds, 4.0);
   cl.parse(argc, argv);
 
   const servekit_bench::machine host;
@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
     lengths.push_back({r.prompt, r.output});
   }
   const auto fit = servekit_bench::fit_step_model(
-      servekit_bench::time_tiny_lm_steps(version, quick ? 150 : 800, lengths));
+      servekit_bench::time_tiny_lm_steps(version, quick ? 60 : 800, lengths));
   std::printf("step model fitted on tiny_lm: t = %.0f us + %.2f us/token + %.1f us/seq + %.4f "
               "us/context token (R^2 %.3f)\n",
               fit.model.a_us, fit.model.b_us, fit.model.c_us, fit.model.d_us, fit.r2);
