@@ -10,6 +10,9 @@
 # (servekit::libtorch, docs/backends.md); without it that backend is left out of the build.
 # libgrpc++-dev and protobuf-compiler-grpc build the gRPC front end (servekit::grpc, docs/grpc.md);
 # python3-grpcio and python3-protobuf are the Python gRPC client its tests use.
+# nginx and haproxy are the proxies of the cluster tests (tests/cluster, deploy/); the tests start
+# their own instances on loopback ports, never the system services; python3-yaml reads the
+# Kubernetes manifests (deploy/kubernetes) for their check.
 set -euo pipefail
 
 packages=(
@@ -37,6 +40,9 @@ packages=(
   protobuf-compiler-grpc
   python3-grpcio
   python3-protobuf
+  nginx
+  haproxy
+  python3-yaml
 )
 
 missing=()

@@ -9,6 +9,7 @@
 //                   [--cache-config local,size=BYTES]
 //                   [--model-control-mode none|explicit|poll] [--load-model NAME]...
 //                   [--repository-poll-secs N] [--http-restricted-api API[,API]:HEADER=VALUE]
+//                   [--drain-grace-secs N] [--sequence-id-header NAME] [--priority-header NAME]
 //                   [--help]
 #include "bundled_backends.hpp"
 
@@ -50,7 +51,8 @@ std::string describe(const servekit::model_options& c) {
 
 #if defined(SERVEKIT_HAS_GRPC)
 /// The gRPC front end's options from the flags: the HTTP address unless --grpc-address, and
-/// HTTP's readiness, exit timeout, model control and request limits.
+/// HTTP's readiness, exit timeout, drain state, routing headers, model control and request
+/// limits.
 servekit::grpc::server_options grpc_options(const servekit::http::server_flags& flags) {
   servekit::grpc::server_options o;
   o.host = flags.grpc.host.value_or(flags.http.host);
@@ -58,6 +60,8 @@ servekit::grpc::server_options grpc_options(const servekit::http::server_flags& 
   o.thread_count = flags.grpc.thread_count;
   o.strict_readiness = flags.http.strict_readiness;
   o.exit_timeout = flags.http.exit_timeout;
+  o.drain = flags.http.drain;
+  o.routing = flags.http.routing;
   o.model_control = flags.http.model_control;
   o.limits = flags.http.limits;
   return o;
@@ -71,7 +75,10 @@ int main(int argc, char** argv) try {
   if (const int* exit_code = std::get_if<int>(&parsed)) {
     return *exit_code; // --help, or a bad flag (already printed)
   }
-  const auto& flags = std::get<servekit::http::server_flags>(parsed);
+  auto& flags = std::get<servekit::http::server_flags>(parsed);
+  // One drain state for both front ends: SIGTERM (or POST /v2/admin/drain) turns HTTP's and
+  // gRPC's readiness false together.
+  flags.http.drain = std::make_shared<servekit::http::drain_state>();
   // Without HTTP (whose server handles SIGINT/SIGTERM), the signals are blocked before any
   // thread starts (model instances, gRPC's own), so that they reach only the thread that waits
   // for them below instead of ending the process.
@@ -158,10 +165,12 @@ int main(int argc, char** argv) try {
 #if defined(SERVEKIT_HAS_GRPC)
   else {
     // gRPC alone: SIGINT/SIGTERM (blocked in every thread, see above) are taken by one thread,
-    // which stops the server.
+    // which drains (readiness false for --drain-grace-secs) and stops the server.
     std::thread waiter{[&] {
       int signal = 0;
       sigwait(&stop_signals, &signal);
+      flags.http.drain->begin(signal == SIGINT ? "SIGINT" : "SIGTERM");
+      std::this_thread::sleep_for(flags.http.drain_grace);
       grpc_server->stop();
     }};
     waiter.detach(); // blocked in sigwait until a signal; the process ends without it

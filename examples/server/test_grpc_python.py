@@ -13,7 +13,9 @@ contents), ModelStreamInfer (repeat_int32: every response with triton_final_resp
 ModelStatistics, RepositoryIndex, RepositoryModelUnload and Load, errors (NOT_FOUND,
 INVALID_ARGUMENT), and cancellation from the network (a deadline that passes while the request
 is queued: DEADLINE_EXCEEDED, and the request never executes; a stream the client cancels stops
-its decoupled model). SIGTERM then ends the server, which must exit 0.
+its decoupled model), the sequence id read from the metadata key a proxy hashes on
+(--sequence-id-header), and a drain: SIGTERM with --drain-grace-secs 1 turns ServerReady false at
+once, requests are still answered and a new sequence refused, then the server exits 0.
 
 Skipped (77) where the Python gRPC package is missing. Every wait is bounded; about 3 s.
 """
@@ -86,7 +88,8 @@ class Server:
             flags += ["--load-model", m]
         self.proc = subprocess.Popen(
             [SERVER, "--model-repository", REPOSITORY, "--http-port", "0", "--grpc-port", "0",
-             "--grpc-infer-thread-count", "2", *flags],
+             "--grpc-infer-thread-count", "2", "--sequence-id-header", "X-Sequence-Id",
+             "--drain-grace-secs", "1", *flags],
             stdout=open(self.stdout_path, "wb"),
             stderr=open(self.stderr_path, "wb"),
         )
@@ -241,6 +244,51 @@ def check_infer(stub):
         q.parameters["sequence_end"].bool_param = v == 5
         r = stub.ModelInfer(q, timeout=TIMEOUT_S)
         check(struct.unpack("<i", r.raw_output_contents[0]) == (total,), f"accumulate: {r}")
+
+
+def accumulate_request(value, start=False, end=False, sequence_id=None):
+    q = pb.ModelInferRequest(model_name="accumulate")
+    t = infer_input("INPUT", "INT32", [1, 1])
+    t.contents.int_contents.append(value)
+    q.inputs.append(t)
+    if sequence_id is not None:
+        q.parameters["sequence_id"].string_param = sequence_id
+    q.parameters["sequence_start"].bool_param = start
+    q.parameters["sequence_end"].bool_param = end
+    return q
+
+
+def check_routing_metadata(stub):
+    # --sequence-id-header X-Sequence-Id: the id in the metadata key x-sequence-id (gRPC keys
+    # are lower case), as a proxy hashing on it would see it.
+    metadata = (("x-sequence-id", "grpc-7"),)
+    total = 0
+    for v, start, end in ((2, True, False), (3, False, False), (4, False, True)):
+        total += v
+        r = stub.ModelInfer(accumulate_request(v, start, end), metadata=metadata,
+                            timeout=TIMEOUT_S)
+        check(struct.unpack("<i", r.raw_output_contents[0]) == (total,),
+              f"accumulate by metadata: {r}")
+    # Metadata and parameter disagreeing: INVALID_ARGUMENT naming both.
+    details = expect_error(grpc.StatusCode.INVALID_ARGUMENT, stub.ModelInfer,
+                           accumulate_request(1, True, sequence_id="grpc-8"), metadata=metadata)
+    check("the sequence id of header 'x-sequence-id' (grpc-7) and of the request's parameters "
+          "(grpc-8) disagree" in details, f"disagreeing ids: {details}")
+
+
+def check_drain(server, stub):
+    # SIGTERM with --drain-grace-secs 1: ServerReady turns false at once, requests are still
+    # answered, a new sequence is refused naming the drain, then the server exits 0.
+    server.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: not stub.ServerReady(pb.ServerReadyRequest(), timeout=TIMEOUT_S).ready,
+               "ServerReady false after SIGTERM", timeout=0.9)
+    r = stub.ModelInfer(add_sub_request([1.0] * 16, [2.0] * 16), timeout=TIMEOUT_S)
+    check(floats(r.raw_output_contents[0]) == [3.0] * 16, f"add_sub while draining: {r}")
+    details = expect_error(grpc.StatusCode.UNAVAILABLE, stub.ModelInfer,
+                           accumulate_request(1, True, sequence_id="late"))
+    check("the server is draining (SIGTERM)" in details, f"new sequence: {details}")
+    code = server.proc.wait(timeout=15)
+    check(code == 0, f"the server exited {code} after draining")
 
 
 def check_stream(stub):
@@ -458,13 +506,15 @@ def main():
                 health = health_pb2_grpc.HealthStub(channel)
                 for step in (check_health_and_metadata, check_infer, check_stream,
                              check_llm_stream, check_errors, check_cancellation,
-                             check_statistics_and_repository):
+                             check_statistics_and_repository, check_routing_metadata,
+                             check_drain):
                     if step is check_health_and_metadata:
                         step(stub, health)
+                    elif step is check_drain:
+                        step(server, stub)
                     else:
                         step(stub)
                     print(f"ok: {step.__name__}")
-            server.stop()
         except Failure as e:
             server.kill()
             print(f"FAIL: {e}\n{server.logs()}")

@@ -14,6 +14,7 @@
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/kserve_metadata.hpp>
 #include <servekit/http/model_control.hpp>
+#include <servekit/http/routing_headers.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/runtime/model_ref.hpp>
 
@@ -39,6 +40,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -108,6 +110,18 @@ public:
   [[nodiscard]] model_repository& models() noexcept { return models_; }
   [[nodiscard]] const server_options& options() const noexcept { return options_; }
   [[nodiscard]] bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+  /// Readiness is false while stopping or draining (options().drain, shared with HTTP).
+  [[nodiscard]] bool leaving() const noexcept {
+    return stopping() || (options_.drain && options_.drain->draining());
+  }
+  /// The routing metadata's sequence id and priority put on `r` (options().routing), then the
+  /// drain check (a new sequence is refused while draining).
+  [[nodiscard]] status admit(const ::grpc::ServerContext& context, servekit::request& r,
+                             std::string_view model) const;
+  /// A submit's refusal as a draining server answers it (http::drain_state::redirect).
+  [[nodiscard]] status redirect(status st) const {
+    return options_.drain ? options_.drain->redirect(std::move(st)) : st;
+  }
   [[nodiscard]] inference_service& inference_rpcs() noexcept { return inference_; }
   [[nodiscard]] health_service& health_rpcs() noexcept { return health_; }
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
@@ -444,8 +458,7 @@ std::optional<::grpc::Status> ServerLive_kind::handle(server_state&,
 
 std::optional<::grpc::Status> ServerReady_kind::handle(server_state& s,
                                                        unary_call<ServerReady_kind>& c) {
-  c.response().set_ready(
-      http::server_ready(s.models(), s.options().strict_readiness, s.stopping()));
+  c.response().set_ready(http::server_ready(s.models(), s.options().strict_readiness, s.leaving()));
   return ::grpc::Status::OK;
 }
 
@@ -684,7 +697,7 @@ std::optional<::grpc::Status> Check_kind::handle(server_state& s, unary_call<Che
     return ::grpc::Status{::grpc::StatusCode::NOT_FOUND,
                           fmt::format("unknown service '{}'", service)};
   }
-  const bool ready = http::server_ready(s.models(), s.options().strict_readiness, s.stopping());
+  const bool ready = http::server_ready(s.models(), s.options().strict_readiness, s.leaving());
   c.response().set_status(ready ? ::grpc::health::v1::HealthCheckResponse::SERVING
                                 : ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   return ::grpc::Status::OK;
@@ -744,6 +757,9 @@ std::optional<::grpc::Status> ModelInfer_kind::handle(server_state& s,
       !st.ok()) {
     return to_grpc(st);
   }
+  if (const status st = s.admit(c.context(), r, c.model->options().name); !st.ok()) {
+    return to_grpc(st);
+  }
   c.requested_outputs = r.requested_outputs;
   // A client that cancels, goes away or lets its deadline pass cancels the request (see
   // unary_call::on_done, which reads cancel_source on this thread after this returns).
@@ -751,7 +767,7 @@ std::optional<::grpc::Status> ModelInfer_kind::handle(server_state& s,
   r.cancellation = c.cancel_source->token();
   // From a successful submit on, the sink owns the call's response: this thread must not touch
   // the call again.
-  if (const status st = ref.submit(std::move(r), infer_sink{&c}); !st.ok()) {
+  if (const status st = s.redirect(ref.submit(std::move(r), infer_sink{&c})); !st.ok()) {
     return to_grpc(st);
   }
   return std::nullopt;
@@ -1076,6 +1092,10 @@ void stream_call::handle(stream_request& request) {
     fail(request, st.message());
     return;
   }
+  if (const status st = state_.admit(context_, r, request.model->options().name); !st.ok()) {
+    fail(request, st.message());
+    return;
+  }
   request.requested_outputs = r.requested_outputs;
   if (!cancel_source_) {
     cancel_source_.emplace(); // one allocation per stream, not per request
@@ -1087,7 +1107,8 @@ void stream_call::handle(stream_request& request) {
     link(request);
   }
   // From a successful submit on, the sink owns the request's reference.
-  if (const status st = ref.submit(std::move(r), stream_sink{&request}); !st.ok()) {
+  if (const status st = state_.redirect(ref.submit(std::move(r), stream_sink{&request}));
+      !st.ok()) {
     {
       const std::lock_guard lock{mutex_};
       --pending_;
@@ -1115,6 +1136,9 @@ server_state::server_state(model_repository& models, server_options options)
   if (options_.thread_count == 0) {
     options_.thread_count = std::max(1U, std::thread::hardware_concurrency());
   }
+  // Metadata keys arrive in lower case: look the routing keys up that way.
+  options_.routing.sequence_id = http::metadata_key(options_.routing.sequence_id);
+  options_.routing.priority = http::metadata_key(options_.routing.priority);
   ::grpc::ServerBuilder builder;
   int selected_port = 0;
   builder.AddListeningPort(listen_address(options_.host, options_.port),
@@ -1254,6 +1278,24 @@ void server_state::run() {
     t.join();
   }
   queues_shut_down_ = true;
+}
+
+status server_state::admit(const ::grpc::ServerContext& context, servekit::request& r,
+                           std::string_view model) const {
+  if (options_.routing.any()) {
+    const auto& metadata = context.client_metadata();
+    const auto find = [&metadata](const std::string& key) -> std::optional<std::string_view> {
+      const auto it = metadata.find(::grpc::string_ref{key});
+      if (it == metadata.end()) {
+        return std::nullopt;
+      }
+      return std::string_view{it->second.data(), it->second.size()};
+    };
+    if (status st = http::apply_routing_headers(r, options_.routing, find); !st.ok()) {
+      return st;
+    }
+  }
+  return options_.drain ? options_.drain->admit(r, model) : status{};
 }
 
 void server_state::stop() {

@@ -95,6 +95,7 @@ TEST(RestrictedApi, EndpointCategoriesAreTritons) {
   EXPECT_EQ(restricted_api_of(endpoint::repository_index), restricted_api::model_repository);
   EXPECT_EQ(restricted_api_of(endpoint::repository_load), restricted_api::model_repository);
   EXPECT_EQ(restricted_api_of(endpoint::repository_unload), restricted_api::model_repository);
+  EXPECT_EQ(restricted_api_of(endpoint::admin_drain), restricted_api::model_repository);
   EXPECT_EQ(restricted_api_of(endpoint::metrics), std::nullopt);
   EXPECT_EQ(restricted_api_of(endpoint::unknown), std::nullopt);
 }

@@ -164,6 +164,15 @@ TEST(Routes, ReusingARouteResetsIt) {
   EXPECT_EQ(r.version, -1);
 }
 
+TEST(Routes, AdminDrain) {
+  EXPECT_EQ(parse_route("/v2/admin/drain").kind, endpoint::admin_drain);
+  EXPECT_EQ(parse_route("/v2/admin/drain?now").kind, endpoint::admin_drain);
+  EXPECT_EQ(parse_route("/v2/admin").kind, endpoint::unknown);
+  EXPECT_EQ(parse_route("/v2/admin/drain/x").kind, endpoint::unknown);
+  EXPECT_EQ(servekit::http::method_for(endpoint::admin_drain), method::post);
+  EXPECT_FALSE(servekit::http::names_model(endpoint::admin_drain));
+}
+
 TEST(Routes, MethodsAreTritons) {
   EXPECT_EQ(servekit::http::method_for(endpoint::model_infer), method::post);
   EXPECT_EQ(servekit::http::method_for(endpoint::repository_index), method::post);

@@ -109,6 +109,18 @@ TEST(ServerFlags, HelpPrintsUsageAndExitsZero) {
   }
 }
 
+TEST(ServerFlags, DrainGraceAndRoutingHeaders) {
+  const auto p = parse({"--drain-grace-secs", "15", "--sequence-id-header", "X-Sequence-Id",
+                        "--priority-header=x-priority"});
+  const auto& f = flags_of(p);
+  EXPECT_EQ(f.http.drain_grace, std::chrono::seconds{15});
+  EXPECT_EQ(f.http.routing.sequence_id, "X-Sequence-Id");
+  EXPECT_EQ(f.http.routing.priority, "x-priority");
+  const auto d = parse({});
+  EXPECT_EQ(flags_of(d).http.drain_grace, std::chrono::seconds{0}); // Triton's: stop at once
+  EXPECT_FALSE(flags_of(d).http.routing.any());
+}
+
 TEST(ServerFlags, ErrorsNameTheFlagAndExitTwo) {
   struct bad_case {
     std::vector<std::string_view> args;
@@ -138,6 +150,11 @@ TEST(ServerFlags, ErrorsNameTheFlagAndExitTwo) {
        "--rate-limit-resource: has no effect without --rate-limit execution_count"},
       {{"--cache-config", "redis,host=a"}, "--cache-config: "},
       {{"--cache-config", "local"}, "--cache-config: "},
+      {{"--drain-grace-secs", "-1"}, "--drain-grace-secs: expected a number of seconds 0..3600"},
+      {{"--drain-grace-secs", "7200"}, "--drain-grace-secs: expected a number of seconds"},
+      {{"--sequence-id-header", "x seq"}, "--sequence-id-header: expected a header name"},
+      {{"--sequence-id-header", "grpc-timeout"}, "--sequence-id-header: expected a header name"},
+      {{"--priority-header="}, "--priority-header: expected a header name"},
       {{"--cache-config", "local,size=x"}, "--cache-config: "},
       {{"--cache-config=local,size=1", "--cache-config=local,size=2"},
        "--cache-config: given twice"},

@@ -4,12 +4,15 @@
 /// queue threads, readiness, model control). Kept apart from server.hpp so flag parsing needs no
 /// gRPC.
 
+#include <servekit/http/drain.hpp>
 #include <servekit/http/model_control.hpp>
 #include <servekit/http/request_limits.hpp>
+#include <servekit/http/routing_headers.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace servekit::grpc {
@@ -30,6 +33,13 @@ struct server_options {
   /// After stop(), how long calls in flight get to be answered before they are cancelled
   /// (Triton's --exit-timeout-secs).
   std::chrono::milliseconds exit_timeout{std::chrono::seconds{30}};
+  /// The drain state (http/drain.hpp), shared with the HTTP front end of the same process:
+  /// while draining, ServerReady is false and a request that would start a sequence is refused
+  /// UNAVAILABLE. Null: never draining (stop() still stops).
+  std::shared_ptr<http::drain_state> drain{};
+  /// The metadata keys a proxy routes on (the sequence id, the priority), read as well as the
+  /// request's parameters; a stream's metadata applies to each of its requests.
+  http::routing_headers routing{};
   /// Who may load and unload models (RepositoryModelLoad/Unload answer UNAVAILABLE with HTTP's
   /// 503 message when not allowed). The HTTP-only restricted-API headers do not apply here.
   http::model_control_options model_control{};

@@ -91,6 +91,7 @@ inline constexpr std::array<std::string_view, 9> restricted_api_names{
   case endpoint::repository_index:
   case endpoint::repository_load:
   case endpoint::repository_unload:
+  case endpoint::admin_drain: // it takes the server out of service, as an unload takes a model
     return restricted_api::model_repository;
   case endpoint::metrics:
   case endpoint::unknown:

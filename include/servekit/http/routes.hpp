@@ -34,6 +34,7 @@ enum class endpoint : std::uint8_t {
   openai_completions,      ///< POST /v1/completions (OpenAI-compatible)
   openai_chat_completions, ///< POST /v1/chat/completions (OpenAI-compatible)
   openai_models,           ///< GET /v1/models (OpenAI-compatible)
+  admin_drain,             ///< POST /v2/admin/drain (servekit's: begin draining)
 };
 
 /// The HTTP methods the endpoints take (every endpoint takes exactly one).
@@ -83,6 +84,8 @@ enum class method : std::uint8_t { get, post };
     return "openai_chat_completions";
   case endpoint::openai_models:
     return "openai_models";
+  case endpoint::admin_drain:
+    return "admin_drain";
   }
   return "unknown";
 }
@@ -98,6 +101,7 @@ enum class method : std::uint8_t { get, post };
   case endpoint::repository_unload:
   case endpoint::openai_completions:
   case endpoint::openai_chat_completions:
+  case endpoint::admin_drain:
     return method::post;
   default:
     return method::get;
@@ -291,6 +295,12 @@ inline void parse_route(std::string_view target, route& out) {
       out.kind = endpoint::health_live;
     } else if (n == 3 && seg[2] == "ready") {
       out.kind = endpoint::health_ready;
+    }
+    return;
+  }
+  if (seg[1] == "admin") {
+    if (n == 3 && seg[2] == "drain") {
+      out.kind = endpoint::admin_drain;
     }
     return;
   }

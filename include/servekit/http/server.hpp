@@ -48,6 +48,7 @@ class server_state;
 /// - GET /v2/models/stats (every ready model);
 /// - POST /v2/repository/index, /v2/repository/models/{m}/load, .../unload (load and unload
 ///   only in explicit model control mode, else Triton's 503: options.model_control);
+/// - POST /v2/admin/drain (servekit's: begin_drain(), for a replica leaving its pool);
 /// - GET /metrics (Prometheus text).
 ///
 /// Errors are `{"error": "..."}`: 400 bad request, 403 a restricted API without its header
@@ -88,7 +89,13 @@ public:
   /// called before run() or from a request handler's thread.
   void stop();
 
-  /// SIGINT and SIGTERM call stop(). Call it once, before run(); the handlers are installed
+  /// Starts draining because of `reason`: /v2/health/ready (and a gRPC server sharing
+  /// options().drain) turns false at once, requests are still answered and new sequences
+  /// refused for options().drain_grace, then stop(). What POST /v2/admin/drain and SIGTERM do.
+  void begin_drain(std::string reason);
+
+  /// SIGINT and SIGTERM call begin_drain() (stop() after options().drain_grace, at once when it
+  /// is zero). Call it once, before run(); the handlers are installed
   /// when it returns.
   void stop_on_signals();
 

@@ -9,6 +9,7 @@
 #include <servekit/cache/response_cache.hpp>
 #include <servekit/http/grpc_flags.hpp>
 #include <servekit/http/model_control.hpp>
+#include <servekit/http/routing_headers.hpp>
 #include <servekit/http/server_options.hpp>
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/rate_limiter.hpp>
@@ -169,6 +170,13 @@ server_flags_usage(std::string_view program, const std::filesystem::path& defaul
        "  --log-verbose N            > 0: one line per request on stderr (default: 0)\n"
        "  --exit-timeout-secs N      after SIGINT/SIGTERM, how long requests in flight get\n"
        "                             before every connection is closed (default: 30)\n"
+       "  --drain-grace-secs N       after SIGINT/SIGTERM or POST /v2/admin/drain: readiness\n"
+       "                             false at once, requests still answered (new sequences\n"
+       "                             refused) for N seconds, then stop (default: 0)\n"
+       "  --sequence-id-header NAME  read the sequence id from this request header (gRPC:\n"
+       "                             metadata key) too, for a proxy to hash on; with the\n"
+       "                             parameter as well, the two must agree (default: none)\n"
+       "  --priority-header NAME     read the request priority from this header too\n"
        "  --http-max-json-depth N    deepest JSON nesting of a request body, at most 512\n"
        "                             (default: ";
   u += std::to_string(d.limits.max_json_depth);
@@ -325,6 +333,8 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       strict,
       verbose,
       exit_timeout,
+      drain_grace,
+      routing_header,
       rate_limit,
       rate_limit_resource,
       cache_config,
@@ -352,6 +362,10 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       k = kind::verbose;
     } else if (name == "--exit-timeout-secs") {
       k = kind::exit_timeout;
+    } else if (name == "--drain-grace-secs") {
+      k = kind::drain_grace;
+    } else if (name == "--sequence-id-header" || name == "--priority-header") {
+      k = kind::routing_header;
     } else if (name == "--rate-limit") {
       k = kind::rate_limit;
     } else if (name == "--rate-limit-resource") {
@@ -441,6 +455,21 @@ parse_server_flags(std::string_view program, std::span<const std::string_view> a
       } else {
         return fail(name, "expected a number of seconds, got '" + std::string(value) + "'");
       }
+      break;
+    case kind::drain_grace:
+      if (auto v = detail::parse_flag_integer<std::uint32_t>(value); v && *v <= 3600) {
+        flags.http.drain_grace = std::chrono::seconds{*v};
+      } else {
+        return fail(name, "expected a number of seconds 0..3600, got '" + std::string(value) + "'");
+      }
+      break;
+    case kind::routing_header:
+      if (!valid_routing_header(value)) {
+        return fail(name, "expected a header name (letters, digits, '-'; not grpc-*), got '" +
+                              std::string(value) + "'");
+      }
+      (name == "--sequence-id-header" ? flags.http.routing.sequence_id
+                                      : flags.http.routing.priority) = std::string(value);
       break;
     case kind::request_limit:
       if (auto e = detail::set_request_limit(name, value, flags.http.limits); !e.empty()) {

@@ -3,12 +3,15 @@
 /// server_options: what servekit::http::server is configured with (host, port, threads, body
 /// limit, readiness, logging). Kept apart from server.hpp so flag parsing needs no Asio.
 
+#include <servekit/http/drain.hpp>
 #include <servekit/http/model_control.hpp>
 #include <servekit/http/request_limits.hpp>
+#include <servekit/http/routing_headers.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace servekit::http {
@@ -26,6 +29,16 @@ struct server_options {
   /// After stop(), how long requests in flight get to be answered and written before every
   /// connection still open is closed (Triton's --exit-timeout-secs, default 30).
   std::chrono::milliseconds exit_timeout{std::chrono::seconds{30}};
+  /// Draining (SIGINT/SIGTERM, or POST /v2/admin/drain): readiness turns false at once and
+  /// requests are still answered for this long, so that a load balancer stops sending before
+  /// the server stops accepting (`--drain-grace-secs`; 0: stop at once, as Triton does).
+  std::chrono::milliseconds drain_grace{0};
+  /// The drain state, shared with the gRPC front end of the same process; the server makes
+  /// its own when null.
+  std::shared_ptr<drain_state> drain{};
+  /// The headers a proxy routes on: sequence id and priority (`--sequence-id-header`,
+  /// `--priority-header`), read as well as the request's parameters.
+  routing_headers routing{};
 
   // ---- connection timeouts and limits (nginx's defaults where nginx has one) ------------
   // A timeout of zero turns that timeout off. Each closes the connection without an answer.

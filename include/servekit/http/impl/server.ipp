@@ -67,6 +67,9 @@ SERVEKIT_DECL server_state::server_state(model_repository& models, server_option
     : models_{models}, options_{with_thread_count(std::move(options))}, contexts_{make_contexts(
                                                                             options_.thread_count)},
       acceptor_strand_{contexts_.front()->get_executor()}, acceptor_{acceptor_strand_} {
+  if (!options_.drain) {
+    options_.drain = std::make_shared<drain_state>();
+  }
   max_connections_ = options_.max_connections;
   if (const std::size_t limit = raise_descriptor_limit(); max_connections_ == 0) {
     max_connections_ = limit > 2 * descriptor_reserve ? limit - descriptor_reserve : limit / 2;
@@ -169,14 +172,35 @@ SERVEKIT_DECL void server_state::stop_on_signals() {
     return;
   }
   signals_.emplace(acceptor_strand_, SIGINT, SIGTERM);
-  signals_->async_wait([this](const error_code& ec, int) {
+  signals_->async_wait([this](const error_code& ec, int signal) {
     if (!ec) {
       // Give SIGINT and SIGTERM back their default action, so that a second one ends the
       // process at once (asio restores SIG_DFL when its last registration goes).
       error_code ignored;
       signals_->clear(ignored);
-      stop();
+      begin_drain(signal == SIGINT ? "SIGINT" : "SIGTERM");
     }
+  });
+}
+
+SERVEKIT_DECL void server_state::begin_drain(std::string reason) {
+  if (stopping() || !drain().begin(std::move(reason))) {
+    return;
+  }
+  if (options_.drain_grace <= std::chrono::milliseconds::zero()) {
+    stop();
+    return;
+  }
+  asio::post(acceptor_strand_, [this] {
+    if (stopping()) {
+      return; // stop() came first: its handler ran before this one, on this strand
+    }
+    drain_timer_.emplace(acceptor_strand_, options_.drain_grace);
+    drain_timer_->async_wait([this](const error_code& ec) {
+      if (!ec) {
+        stop();
+      }
+    });
   });
 }
 
@@ -371,6 +395,9 @@ SERVEKIT_DECL void server_state::stop() {
     if (retry_timer_) {
       retry_timer_->cancel();
     }
+    if (drain_timer_) {
+      drain_timer_->cancel(); // stop() before the grace period ended: it must not keep run() up
+    }
     {
       const std::lock_guard lock{mutex_};
       if (work_released_) {
@@ -457,5 +484,8 @@ SERVEKIT_DECL const server_options& server::options() const noexcept { return st
 SERVEKIT_DECL void server::run() { state_->run(); }
 SERVEKIT_DECL void server::stop() { state_->stop(); }
 SERVEKIT_DECL void server::stop_on_signals() { state_->stop_on_signals(); }
+SERVEKIT_DECL void server::begin_drain(std::string reason) {
+  state_->begin_drain(std::move(reason));
+}
 
 } // namespace servekit::http

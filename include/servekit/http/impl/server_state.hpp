@@ -6,6 +6,7 @@
 
 #include <servekit/config/detail/json_teardown.hpp>
 #include <servekit/core/detail/linkage.hpp>
+#include <servekit/http/drain.hpp>
 #include <servekit/http/endpoints.hpp>
 #include <servekit/http/server_options.hpp>
 #include <servekit/repository/model_repository.hpp>
@@ -132,6 +133,10 @@ public:
   [[nodiscard]] asio::thread_pool& admin() noexcept { return admin_; }
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+  /// The drain state (options().drain, made here when the options had none).
+  [[nodiscard]] drain_state& drain() const noexcept { return *options_.drain; }
+  /// Readiness is false while stopping or draining.
+  [[nodiscard]] bool leaving() const noexcept { return stopping() || drain().draining(); }
   /// options().max_connections, or its default from the descriptor limit when that is 0.
   [[nodiscard]] std::size_t max_connections() const noexcept { return max_connections_; }
   /// Connections open now (sessions not yet destroyed).
@@ -147,6 +152,10 @@ public:
   // this returns: a signal that arrives before run() starts is delivered once it does, instead of
   // killing the process. Called before run(), so nothing else touches signals_ yet.
   void stop_on_signals();
+
+  /// Starts draining for `reason` (http/drain.hpp): readiness false now, stop() after
+  /// options().drain_grace (at once when it is zero). Thread-safe; only the first call counts.
+  void begin_drain(std::string reason);
 
   // ---- the live sessions (under mutex_) -------------------------------------------------
 
@@ -226,7 +235,8 @@ private:
       }
     }
   };
-  std::optional<timer_type> exit_timer_; ///< armed by stop(): options_.exit_timeout
+  std::optional<timer_type> exit_timer_;  ///< armed by stop(): options_.exit_timeout
+  std::optional<timer_type> drain_timer_; ///< armed by begin_drain(): options_.drain_grace
   // Repository load/unload block (they build or drain models), so they run here, one at a time.
   asio::thread_pool admin_{1};
 };

@@ -190,6 +190,7 @@ private:
   // ---- health and metadata, on the strand (session_metadata.ipp) ------------------------
 
   void handle_health_ready();
+  void handle_admin_drain();
   void handle_server_metadata();
   void handle_model_ready();
   void handle_model_metadata(); ///< .../{m}[/versions/{v}] and .../config
@@ -203,6 +204,9 @@ private:
 
   /// Lets the request about to be submitted to `m` be cancelled when its client leaves.
   void make_cancellable(request& r, const model_ref& m);
+  /// The routing headers' sequence id and priority put on `r` (options().routing), then the
+  /// drain check (a new sequence is refused while draining). Not ok: the reply's status.
+  [[nodiscard]] status admit(request& r, std::string_view model) const;
   /// The client of the request in flight left: cancels it (see session_infer.ipp).
   void cancel_in_flight();
 

@@ -73,6 +73,9 @@ SERVEKIT_DECL void session::handle_generate(bool stream) {
 /// endpoints come through here too, handoff_.openai set or not. Not ok: the submit's refusal,
 /// for the caller to answer in its endpoint's form.
 SERVEKIT_DECL status session::submit_generate(request&& r, const model_ref& ref, bool stream) {
+  if (status s = admit(r, handoff_.model->options().name); !s.ok()) {
+    return s;
+  }
   handoff_.streaming = stream;
   handoff_.generate_responses = 0;
   handoff_.generate_model = handoff_.model->options().name;
@@ -84,7 +87,7 @@ SERVEKIT_DECL status session::submit_generate(request&& r, const model_ref& ref,
   // From a successful submit on, the sink owns handoff_.body and the generate_ members (non-stream)
   // until it posts the write: this thread must not touch them.
   make_cancellable(r, ref);
-  status s = ref.submit(std::move(r), generate_sink{shared_from_this()});
+  status s = server_.drain().redirect(ref.submit(std::move(r), generate_sink{shared_from_this()}));
   if (!s.ok()) {
     on_strand_.in_flight.reset();
     handoff_.streaming = false;

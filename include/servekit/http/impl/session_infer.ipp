@@ -11,6 +11,7 @@
 #include <servekit/http/impl/server_state.hpp>
 #include <servekit/http/impl/session.hpp>
 #include <servekit/http/kserve_codec.hpp>
+#include <servekit/http/routing_headers.hpp>
 #include <servekit/runtime/model_ref.hpp>
 
 #include <utility> // before Asio: Boost 1.74's Asio needs it under GCC 12 in C++20
@@ -24,6 +25,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace servekit::http {
@@ -89,12 +91,34 @@ SERVEKIT_DECL void session::handle_infer() {
   // strings until it posts the write: this thread must not touch them. (The encoder reads only
   // handoff_.decoded.outputs and handoff_.decoded.binary_data_output, not the request moved out
   // here.)
+  if (status s = admit(handoff_.decoded.request, handoff_.model->options().name); !s.ok()) {
+    reply_error(http_status_for(s.code()), s.message());
+    return;
+  }
   make_cancellable(handoff_.decoded.request, ref);
-  status s = ref.submit(std::move(handoff_.decoded.request), infer_sink{shared_from_this()});
+  status s = server_.drain().redirect(
+      ref.submit(std::move(handoff_.decoded.request), infer_sink{shared_from_this()}));
   if (!s.ok()) {
     on_strand_.in_flight.reset();
     reply_error(http_status_for(s.code()), s.message());
   }
+}
+
+SERVEKIT_DECL status session::admit(request& r, std::string_view model) const {
+  if (const routing_headers& headers = server_.options().routing; headers.any()) {
+    const auto& req = on_strand_.parser->get();
+    const auto find = [&req](const std::string& name) -> std::optional<std::string_view> {
+      const auto it = req.find(name);
+      if (it == req.end()) {
+        return std::nullopt;
+      }
+      return std::string_view{it->value().data(), it->value().size()};
+    };
+    if (status s = apply_routing_headers(r, headers, find); !s.ok()) {
+      return s;
+    }
+  }
+  return server_.drain().admit(r, model);
 }
 
 SERVEKIT_DECL void session::make_cancellable(request& r, const model_ref& m) {

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// A session's health and metadata endpoints (http/impl/session.hpp): GET /v2/health/ready,
-/// /v2 (server metadata), /v2/models/{m}[/versions/{v}] (model metadata), .../ready and
+/// POST /v2/admin/drain, /v2 (server metadata), /v2/models/{m}[/versions/{v}] (model metadata),
+/// .../ready and
 /// .../config. (GET /v2/health/live is answered by the routing.) On the connection's strand.
 /// Compiled once into servekit::server by src/http/session_metadata.cpp, or included by
 /// http/server.hpp with SERVEKIT_HEADER_ONLY.
@@ -15,14 +16,31 @@
 #include <servekit/http/routes.hpp>
 #include <servekit/repository/model_repository.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+
 namespace servekit::http {
 
 namespace detail {
 
 SERVEKIT_DECL void session::handle_health_ready() {
-  reply_empty(server_ready(server_.models(), server_.options().strict_readiness, server_.stopping())
+  reply_empty(server_ready(server_.models(), server_.options().strict_readiness, server_.leaving())
                   ? 200
                   : 400);
+}
+
+/// POST /v2/admin/drain: starts draining (idempotent) and says how: `{"draining": true,
+/// "reason": ..., "grace_secs": N}`. The server stops N seconds later; this connection is
+/// answered first.
+SERVEKIT_DECL void session::handle_admin_drain() {
+  server_.begin_drain("POST /v2/admin/drain");
+  nlohmann::json body = nlohmann::json::object();
+  body["draining"] = true;
+  body["reason"] = server_.drain().reason();
+  body["grace_secs"] = std::chrono::duration<double>(server_.options().drain_grace).count();
+  assign_body(handoff_.body, dump_json(body));
+  reply(200, json_content_type);
 }
 
 SERVEKIT_DECL void session::handle_server_metadata() {

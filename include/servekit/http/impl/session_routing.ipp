@@ -118,6 +118,9 @@ SERVEKIT_DECL void session::dispatch_route() {
   case endpoint::openai_models:
     handle_openai_models();
     return;
+  case endpoint::admin_drain:
+    handle_admin_drain();
+    return;
   case endpoint::unknown:
     break;
   }

@@ -9,6 +9,7 @@
 #include <servekit/core/status.hpp>
 #include <servekit/queue/pending_request.hpp>
 #include <servekit/schedule/batch_plan.hpp>
+#include <servekit/schedule/sequence_errors.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -189,10 +190,7 @@ public:
     }
     auto found = open_.find(r.sequence_id);
     if (found == open_.end() && !r.sequence_start) {
-      return {invalid_argument("inference request for sequence " + r.sequence_id.to_string() +
-                               " to model '" + model_name_ +
-                               "' must specify the START flag on the first request of the "
-                               "sequence")};
+      return {missing_start(r.sequence_id, model_name_)};
     }
     std::uint32_t index = 0;
     if (found != open_.end()) {
