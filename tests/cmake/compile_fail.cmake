@@ -1,4 +1,3 @@
-# cmake -DSOURCE=<file.cpp> -DBUILD_DIR=<dir> -DTARGET=<target> [-DCONFIG=<cfg>] -P compile_fail.cmake
 # cmake -DSOURCE=<file.cpp> -DCOMPILER=<c++> -DINCLUDES=<dir|dir...> [-DDEFINES=<d|d...>]
 #       -P compile_fail.cmake
 #
@@ -9,19 +8,11 @@
 # 'I', 'N', '0': clang 14 prints a name that way (and no other way it prints a computed name
 # reads better; see docs/concepts.md, "Compile-time checks").
 #
-# With BUILD_DIR and TARGET it builds TARGET in that tree (the build's own compiler); with
-# COMPILER it runs that compiler on SOURCE alone (-fsyntax-only), so that one build tree checks
-# the diagnostics of a second compiler. A compile that succeeds fails the test whatever it prints;
-# ninja's progress lines and the echoed compile command are not searched, so a regex cannot match
-# a file name there.
+# It runs COMPILER on SOURCE alone (-fsyntax-only): the build's own compiler, and the second one
+# whose diagnostics are checked too. A compile that succeeds fails the test whatever it prints.
 cmake_minimum_required(VERSION 3.25)
 
-if(COMPILER)
-  set(_required SOURCE COMPILER INCLUDES)
-else()
-  set(_required SOURCE BUILD_DIR TARGET)
-endif()
-foreach(_var IN LISTS _required)
+foreach(_var IN ITEMS SOURCE COMPILER INCLUDES)
   if(NOT DEFINED ${_var})
     message(FATAL_ERROR "compile_fail.cmake: -D${_var}=... is required")
   endif()
@@ -48,38 +39,24 @@ if(NOT _names)
                       "diagnostic must show in its first 10 lines")
 endif()
 
-if(COMPILER)
-  string(REPLACE "|" ";" _includes "${INCLUDES}")
-  string(REPLACE "|" ";" _defines "${DEFINES}")
-  list(TRANSFORM _includes PREPEND "-I")
-  list(FILTER _defines EXCLUDE REGEX "^$")
-  list(TRANSFORM _defines PREPEND "-D")
-  set(TARGET "${SOURCE} under ${COMPILER}")
-  execute_process(COMMAND "${COMPILER}" -std=c++20 -fsyntax-only ${_includes} ${_defines}
-                          "${SOURCE}"
-                  RESULT_VARIABLE _result OUTPUT_VARIABLE _output ERROR_VARIABLE _output)
-else()
-  set(_config_args)
-  if(CONFIG)
-    set(_config_args --config "${CONFIG}")
-  endif()
-  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" ${_config_args}
-                          --target "${TARGET}"
-                  RESULT_VARIABLE _result OUTPUT_VARIABLE _output ERROR_VARIABLE _output)
-endif()
+string(REPLACE "|" ";" _includes "${INCLUDES}")
+string(REPLACE "|" ";" _defines "${DEFINES}")
+list(TRANSFORM _includes PREPEND "-I")
+list(FILTER _defines EXCLUDE REGEX "^$")
+list(TRANSFORM _defines PREPEND "-D")
+set(TARGET "${SOURCE} under ${COMPILER}")
+execute_process(COMMAND "${COMPILER}" -std=c++20 -fsyntax-only ${_includes} ${_defines}
+                        "${SOURCE}"
+                RESULT_VARIABLE _result OUTPUT_VARIABLE _output ERROR_VARIABLE _output)
 
 if(_result EQUAL 0)
   message(FATAL_ERROR "${TARGET} compiled, but it must fail with a diagnostic matching: ${_expect}\n"
                       "(${SOURCE})")
 endif()
 
-# Drop ninja's "[n/m] Building ..." lines, its "FAILED: <object>" line with the command line after
-# it, and its closing "ninja: ..." line; what is left is the compiler's own output, in which the
-# test's own file name is replaced by <source>.
+# The compiler's output, in which the test's own file name is replaced by <source> (so that a
+# regex cannot match the file name).
 set(_diagnostics "\n${_output}")
-string(REGEX REPLACE "\n\\[[0-9]+/[0-9]+\\][^\n]*" "" _diagnostics "${_diagnostics}")
-string(REGEX REPLACE "\nFAILED: [^\n]*\n[^\n]*" "" _diagnostics "${_diagnostics}")
-string(REGEX REPLACE "\nninja: [^\n]*" "" _diagnostics "${_diagnostics}")
 get_filename_component(_source_name "${SOURCE}" NAME)
 string(REPLACE "${SOURCE}" "<source>" _diagnostics "${_diagnostics}")
 string(REPLACE "${_source_name}" "<source>" _diagnostics "${_diagnostics}")

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -69,22 +70,36 @@ int out_of(const test_http::reply& r) {
   return json::parse(r.body).at("outputs").at(0).at("data").at(0).get<int>();
 }
 
+/// The sequence model `sum` and the stateless `plain` (the same backend), loaded.
+struct loaded_models {
+  archetypes::temp_repository files;
+  servekit::model_repository repository{files.root(), test_backends{}};
+
+  loaded_models() {
+    files.write("sum", R"({"name": "sum", "backend": "sum", "max_batch_size": 1,
+      "instance_group": [{"count": 1, "kind": "KIND_CPU"}],
+      "sequence_batching": {"max_sequence_idle_microseconds": 60000000}})");
+    files.write("plain", R"({"name": "plain", "backend": "sum", "max_batch_size": 1})");
+    for (const auto& e : repository.load_all()) {
+      EXPECT_EQ(e.state, servekit::model_ready_state::ready) << e.name << ": " << e.reason;
+    }
+  }
+};
+
+/// `options` on a free loopback port with `threads` I/O threads.
+servekit::http::server_options on_loopback(servekit::http::server_options options,
+                                           std::size_t threads) {
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.thread_count = threads;
+  return options;
+}
+
 TEST(Drain, ReadinessTurnsFalseOpenSequencesGoOnNewOnesAreRefusedThenTheServerStops) {
   servekit::http::server_options options;
   options.drain_grace = 400ms;
-  archetypes::temp_repository files;
-  files.write("sum", R"({"name": "sum", "backend": "sum", "max_batch_size": 1,
-    "instance_group": [{"count": 1, "kind": "KIND_CPU"}],
-    "sequence_batching": {"max_sequence_idle_microseconds": 60000000}})");
-  files.write("plain", R"({"name": "plain", "backend": "sum", "max_batch_size": 1})");
-  servekit::model_repository repository{files.root(), test_backends{}};
-  for (const auto& e : repository.load_all()) {
-    ASSERT_EQ(e.state, servekit::model_ready_state::ready) << e.name << ": " << e.reason;
-  }
-  options.host = "127.0.0.1";
-  options.port = 0;
-  options.thread_count = 2;
-  servekit::http::server server{repository, options};
+  loaded_models models;
+  servekit::http::server server{models.repository, on_loopback(options, 2)};
   std::atomic<bool> returned{false};
   std::thread runner{[&] {
     server.run();
@@ -143,14 +158,10 @@ TEST(Drain, ReadinessTurnsFalseOpenSequencesGoOnNewOnesAreRefusedThenTheServerSt
 }
 
 TEST(Drain, StopDuringTheGracePeriodStopsAtOnce) {
-  archetypes::temp_repository files;
-  servekit::model_repository repository{files.root(), test_backends{}};
+  loaded_models models;
   servekit::http::server_options options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  options.thread_count = 1;
   options.drain_grace = 3600s; // never reached: stop() must not wait for it
-  servekit::http::server server{repository, options};
+  servekit::http::server server{models.repository, on_loopback(options, 1)};
   std::thread runner{[&] { server.run(); }};
   server.begin_drain("test");
   EXPECT_TRUE(server.options().drain->draining());
@@ -160,21 +171,11 @@ TEST(Drain, StopDuringTheGracePeriodStopsAtOnce) {
 }
 
 TEST(RoutingHeadersE2e, TheSequenceIdAndPriorityComeFromTheHeadersAProxyHashesOn) {
-  archetypes::temp_repository files;
-  files.write("sum", R"({"name": "sum", "backend": "sum", "max_batch_size": 1,
-    "instance_group": [{"count": 1, "kind": "KIND_CPU"}],
-    "sequence_batching": {"max_sequence_idle_microseconds": 60000000}})");
-  servekit::model_repository repository{files.root(), test_backends{}};
-  for (const auto& e : repository.load_all()) {
-    ASSERT_EQ(e.state, servekit::model_ready_state::ready) << e.name << ": " << e.reason;
-  }
+  loaded_models models;
   servekit::http::server_options options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  options.thread_count = 1;
   options.routing.sequence_id = "X-Sequence-Id";
   options.routing.priority = "x-priority";
-  servekit::http::server server{repository, options};
+  servekit::http::server server{models.repository, on_loopback(options, 1)};
   std::thread runner{[&] { server.run(); }};
   test_http::client c{"127.0.0.1", server.port()};
 
