@@ -73,7 +73,7 @@ public:
 
   simulated_shell(const scheduler_settings& settings, std::size_t instances, latency_model latency)
       : core_{detail::with_instances(settings, instances)}, latency_{latency},
-        busy_until_(instances, never),
+        busy_until_(instances, never), started_(instances),
         running_(instances), stats_{static_cast<std::size_t>(std::max(settings.max_batch_size, 1)),
                                     names(instances)} {}
 
@@ -93,6 +93,10 @@ public:
   void cancel_at(time_point at, cancellation_source source) {
     events_.push({std::max(at, now_), next_event_++, nullptr, std::move(source)});
   }
+
+  /// Batches that start from now on execute in `latency` (a backend that became slower or
+  /// faster); batches executing now keep theirs.
+  void set_latency(latency_model latency) noexcept { latency_ = latency; }
 
   /// Runs every event up to and including `until`, then sets the clock to `until`.
   void run_until(time_point until) {
@@ -229,6 +233,7 @@ private:
       return;
     }
     stats_.add_pending(-static_cast<std::int64_t>(real_requests(plan)));
+    started_[instance] = now_;
     busy_until_[instance] = now_ + latency_(plan.elements);
     executed_batch record{instance,    now_, busy_until_[instance], plan.elements,
                           plan.reason, {},   plan.sequence};
@@ -240,7 +245,7 @@ private:
 
   void finish(std::size_t instance) {
     batch_plan& plan = running_[instance];
-    const time_point started = busy_until_[instance] - latency_(plan.elements);
+    const time_point started = started_[instance];
     model_statistics::execution e;
     e.instance = instance;
     e.batch_size = static_cast<std::uint64_t>(plan.elements);
@@ -265,6 +270,12 @@ private:
     stats_.record_execution(e);
     if constexpr (pinned) {
       core_.batch_done(instance, now_, plan);
+    } else if constexpr (core_observes_batches<core_type>) {
+      arrivals_.clear();
+      for (const auto& p : plan.requests) {
+        arrivals_.push_back(p->request.arrival);
+      }
+      core_.batch_done(started, now_, plan.elements, arrivals_);
     }
     plan.clear();
     busy_until_[instance] = never;
@@ -280,6 +291,8 @@ private:
   latency_model latency_;
   time_point now_{};
   std::vector<time_point> busy_until_;
+  std::vector<time_point> started_;
+  std::vector<time_point> arrivals_; // of the batch that finished (cores that observe batches)
   std::vector<batch_plan> running_;
   std::priority_queue<event, std::vector<event>, later> events_;
   early_exits exits_;

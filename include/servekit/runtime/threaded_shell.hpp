@@ -188,6 +188,9 @@ private:
     for (const auto& p : exits.cancelled) {
       release_admission(*p);
     }
+    for (const auto& r : exits.refused) {
+      release_admission(*r.request);
+    }
   }
 
   // -- threads -----------------------------------------------------------------------------------
@@ -241,6 +244,7 @@ private:
     batch_plan plan;
     early_exits exits;
     batch b;
+    finished_batch done; // the batch this instance executed last, for a core that learns from it
     for (;;) {
       bool formed = false;
       bool finished = false;
@@ -250,6 +254,12 @@ private:
       time_point deadline = never;
       {
         const std::lock_guard lock{core_mutex_};
+        if constexpr (core_observes_batches<Core>) {
+          if (done.pending) {
+            core_.batch_done(done.started, done.finished, done.elements, done.arrivals);
+            done.pending = false;
+          }
+        }
         take_intake();
         formed = core_.form_batch(clock::now(), plan, exits);
         if (formed) {
@@ -272,7 +282,7 @@ private:
         if (more && idle_.load(std::memory_order_seq_cst) > 0) {
           idle_spot_.wake_one(); // another instance can start the rest
         }
-        execute(self, plan, b, sequence);
+        execute(self, plan, b, sequence, done);
         continue;
       }
       if (finished) {
@@ -330,14 +340,37 @@ private:
 
   // -- execution ---------------------------------------------------------------------------------
 
-  void execute(instance& self, batch_plan& plan, batch& b, std::uint64_t sequence) {
+  /// A batch's times and arrivals, kept from its execution until the instance next holds the
+  /// core's lock (so that a core that learns from executions costs no extra lock).
+  struct finished_batch {
+    time_point started{};
+    time_point finished{};
+    std::int64_t elements = 0;
+    std::vector<time_point> arrivals; // reused: grows to the largest batch, then allocates no more
+    bool pending = false;
+  };
+
+  void execute(instance& self, batch_plan& plan, batch& b, std::uint64_t sequence,
+               finished_batch& done) {
     const std::size_t n = plan.requests.size();
     b.clear();
     b.bind(self.context, traits::decoupled);
     for (const auto& p : plan.requests) {
       b.add(p->request, p->batch_elements, p->sink);
     }
+    if constexpr (core_observes_batches<Core>) {
+      done.arrivals.clear();
+      for (const auto& p : plan.requests) {
+        done.arrivals.push_back(p->request.arrival);
+      }
+      done.elements = plan.elements;
+      done.started = clock::now();
+    }
     runtime_.execute(self, plan, b, n, [](std::size_t, response&, bool) {});
+    if constexpr (core_observes_batches<Core>) {
+      done.finished = clock::now();
+      done.pending = true;
+    }
     if constexpr (traits::decoupled) {
       for (std::size_t i = 0; i < n; ++i) {
         detail::send_final_response(b, i);

@@ -4,6 +4,7 @@
 
 #include <servekit/backend/sequence_controls.hpp>
 #include <servekit/core/batch_close_reason.hpp>
+#include <servekit/core/status.hpp>
 #include <servekit/queue/pending_request.hpp>
 
 #include <cstdint>
@@ -34,6 +35,12 @@ struct batch_plan {
   }
 };
 
+/// A request a core refused to queue, and why (deadline-aware admission).
+struct refusal {
+  pending_ptr request;
+  status why;
+};
+
 /// Requests a core removed without executing them; the shell answers each.
 struct early_exits {
   std::vector<pending_ptr> timed_out; ///< REJECT timeouts: `unavailable` "Request timeout expired"
@@ -44,16 +51,19 @@ struct early_exits {
   /// Requests a shutdown past the server's exit timeout gave up on (shutdown_mode::abort):
   /// `unavailable` "server is shutting down".
   std::vector<pending_ptr> shut_down;
+  /// Requests refused when they reached the core (deadline-aware admission): `why`.
+  std::vector<refusal> refused;
 
   [[nodiscard]] bool empty() const noexcept {
     return timed_out.empty() && cancelled.empty() && sequence_timed_out.empty() &&
-           shut_down.empty();
+           shut_down.empty() && refused.empty();
   }
   void clear() noexcept {
     timed_out.clear();
     cancelled.clear();
     sequence_timed_out.clear();
     shut_down.clear();
+    refused.clear();
   }
 };
 

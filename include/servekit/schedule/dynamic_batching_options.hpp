@@ -5,6 +5,7 @@
 #include <servekit/core/config_error.hpp>
 #include <servekit/core/detail/linkage.hpp>
 #include <servekit/queue/queue_policy.hpp>
+#include <servekit/schedule/adaptive_batching_options.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +24,9 @@ struct dynamic_batching_options {
   bool preserve_ordering = false;
   /// Priority levels and queue policies.
   priority_options priority;
+  /// servekit extension: the objective and bounds of adaptive batching, read by
+  /// `dynamic_batcher<adaptive<...>>` (which then ignores the delay and preferred sizes above).
+  adaptive_batching_options adaptive;
 
   friend bool operator==(const dynamic_batching_options&,
                          const dynamic_batching_options&) = default;

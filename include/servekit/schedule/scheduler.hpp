@@ -13,6 +13,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -139,6 +140,16 @@ concept scheduler_core =
     detail::core_has_expire<C> && detail::core_has_collect_cancelled<C> &&
     detail::core_has_drain<C> && detail::core_has_flush<C> && detail::core_has_next_deadline<C> &&
     detail::core_has_next_timeout<C> && detail::core_has_size<C>;
+
+/// Optional member of a scheduler core that learns from executions (the adaptive batcher):
+/// `void batch_done(time_point started, time_point finished, std::int64_t elements,
+/// std::span<const time_point> arrivals)`. Shells call it once for each batch the core formed,
+/// after it executed: when, its elements, and the arrival of each of its requests.
+template <class C>
+concept core_observes_batches = requires(C& core, time_point t, std::int64_t elements,
+                                         std::span<const time_point> arrivals) {
+  core.batch_done(t, t, elements, arrivals);
+};
 
 /// What a pinned core answers to a new request: accepted (and which instance now has work to
 /// do, if any), or refused with the reason.

@@ -27,8 +27,12 @@ SERVEKIT_DECL void answer_early_exits(early_exits& exits, model_statistics& stat
     stats.record_early_failure(failure_reason::canceled, elapsed_ns(p->request.arrival, now));
     deliver(*p, response::failure(unavailable(std::string{shutting_down_message}), p->request.id));
   }
+  for (auto& [p, why] : exits.refused) {
+    stats.record_early_failure(failure_reason::rejected, elapsed_ns(p->request.arrival, now));
+    deliver(*p, response::failure(std::move(why), p->request.id));
+  }
   const auto n = exits.timed_out.size() + exits.cancelled.size() + exits.sequence_timed_out.size() +
-                 exits.shut_down.size();
+                 exits.shut_down.size() + exits.refused.size();
   if (n != 0) {
     stats.add_pending(-static_cast<std::int64_t>(n));
   }

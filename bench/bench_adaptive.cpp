@@ -1,0 +1,418 @@
+/// bench_adaptive: adaptive dynamic batching against the best static Triton settings, in
+/// virtual time (the simulated shell, docs/adaptive-batching.md).
+///
+/// A day-shaped load (5 % of capacity to 120 % and back, Poisson arrivals with a burst in every
+/// level) over a backend of latency(b) = a + c·b, 2 instances, max_batch_size 32, and the
+/// objective p99 <= --target-ms (50). Every configuration has the same queue policy: REJECT
+/// timeouts at the objective (a request that waited that long can no longer make it). Compared,
+/// by goodput (requests per second answered within the objective) at each load level:
+///
+///   oracle        per level, the best static (max_queue_delay_microseconds, preferred size)
+///                 of a sweep, run on that level alone: it knows the load
+///   best_static   the one static setting with the most goodput over the whole ramp
+///   tf_serving    in_flight_hill_climb (TF Serving's adaptive scheduler), over the ramp
+///   clipper_aimd  clipper_aimd (Clipper's AIMD batch size), over the ramp
+///   servekit      latency_target, over the ramp (it must adapt as the load changes)
+///   admission     latency_target with deadline-aware admission, over the ramp
+///
+/// The last line with --json is one JSON object: worst_ratio_to_oracle (servekit with admission
+/// / oracle, the smallest over the levels up to capacity and the backends),
+/// ratio_to_best_static (servekit with admission / best static, whole ramp, the smallest over
+/// backends), both also `_without_admission` (latency_target alone), overload_admission_gain
+/// (admission / servekit over the 120 % level and the level after it, the smallest over backends),
+/// and per backend and configuration the per-level goodput and p99 that scripts/plot_adaptive.py
+/// draws.
+#include "harness/command_line.hpp"
+#include "harness/machine.hpp"
+#include "harness/report.hpp"
+
+#include <servekit/runtime/simulated_shell.hpp>
+#include <servekit/schedule/adaptive_batcher.hpp>
+#include <servekit/schedule/dynamic_batcher.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using servekit::duration;
+using servekit::time_point;
+
+constexpr std::int32_t max_batch = 32;
+constexpr std::size_t instances = 2;
+
+struct backend_case {
+  const char* name;
+  double fixed_ms;
+  double per_element_ms;
+
+  [[nodiscard]] double capacity() const { // requests/s with full batches on every instance
+    return static_cast<double>(instances) * max_batch /
+           ((fixed_ms + per_element_ms * max_batch) / 1000.0);
+  }
+  [[nodiscard]] servekit::latency_model latency() const {
+    return {
+        std::chrono::duration_cast<duration>(std::chrono::duration<double, std::milli>(fixed_ms)),
+        std::chrono::duration_cast<duration>(
+            std::chrono::duration<double, std::milli>(per_element_ms))};
+  }
+};
+
+/// One load level: its arrivals (µs since the start of the ramp) and where it lies.
+struct level {
+  double fraction = 0; ///< of capacity
+  std::int64_t from_us = 0;
+  std::int64_t to_us = 0;
+};
+
+struct trace {
+  std::vector<level> levels;
+  std::vector<std::int64_t> arrivals; ///< µs, sorted
+};
+
+/// The ramp: each fraction of capacity for `seconds`, Poisson, plus a burst of 10 ms of
+/// capacity at once in the middle of each level.
+trace make_ramp(const backend_case& b, const std::vector<double>& fractions, double seconds,
+                std::uint64_t seed) {
+  trace t;
+  std::mt19937_64 random{seed};
+  const auto length = static_cast<std::int64_t>(seconds * 1e6);
+  std::int64_t from = 0;
+  for (const double f : fractions) {
+    t.levels.push_back({f, from, from + length});
+    std::exponential_distribution<double> gap{f * b.capacity() / 1e6};
+    for (double at = static_cast<double>(from) + gap(random);
+         at < static_cast<double>(from + length); at += gap(random)) {
+      t.arrivals.push_back(static_cast<std::int64_t>(at));
+    }
+    const auto burst = static_cast<int>(0.01 * b.capacity());
+    for (int i = 0; i < burst; ++i) {
+      t.arrivals.push_back(from + length / 2);
+    }
+    from += length;
+  }
+  std::sort(t.arrivals.begin(), t.arrivals.end());
+  return t;
+}
+
+/// Level `i` of `ramp` alone: a second of warm-up at its rate, then the same arrivals.
+trace make_level(const backend_case& b, const trace& ramp, std::size_t i, std::uint64_t seed) {
+  const level& l = ramp.levels[i];
+  trace t = make_ramp(b, {l.fraction}, 1.0, seed); // the warm-up, not counted
+  t.levels.front().to_us = t.levels.front().from_us;
+  const std::int64_t shift = 1'000'000 - l.from_us;
+  for (const std::int64_t at : ramp.arrivals) {
+    if (at >= l.from_us && at < l.to_us) {
+      t.arrivals.push_back(at + shift);
+    }
+  }
+  t.levels.push_back({l.fraction, l.from_us + shift, l.to_us + shift});
+  return t;
+}
+
+/// What a configuration achieved in each level of a trace.
+struct outcome {
+  std::vector<double> goodput; ///< requests/s within the objective, by level
+  std::vector<double> p99_ms;  ///< of the requests served, by level (refused ones excluded)
+  std::vector<double> mean_batch;
+  double total_goodput = 0; ///< over every level
+  std::uint64_t answered = 0;
+  std::uint64_t arrived = 0;
+};
+
+servekit::scheduler_settings settings(double target_ms, std::uint64_t delay_us,
+                                      std::int32_t preferred, bool admission) {
+  servekit::scheduler_settings s;
+  s.model_name = "bench_adaptive";
+  s.max_batch_size = max_batch;
+  s.dynamic_batching.max_queue_delay_microseconds = delay_us;
+  if (preferred != 0) {
+    s.dynamic_batching.preferred_batch_size = {preferred};
+  }
+  s.dynamic_batching.priority.default_queue_policy.default_timeout_microseconds =
+      static_cast<std::uint64_t>(target_ms * 1000.0);
+  s.dynamic_batching.adaptive.target_latency_microseconds =
+      static_cast<std::uint64_t>(target_ms * 1000.0);
+  s.dynamic_batching.adaptive.deadline_admission = admission;
+  return s;
+}
+
+template <class Policy>
+outcome run(const servekit::scheduler_settings& s, const backend_case& b, const trace& t,
+            double target_ms) {
+  servekit::simulated_shell<Policy> sim{s, instances, b.latency()};
+  std::vector<std::int64_t> latency_us(t.arrivals.size(), -1); // -1: failed
+  std::uint64_t answered = 0;
+  for (std::size_t i = 0; i < t.arrivals.size(); ++i) {
+    servekit::request r;
+    r.id = std::to_string(i);
+    const std::int64_t arrival = t.arrivals[i];
+    sim.submit_at(time_point{} + std::chrono::microseconds(arrival), std::move(r),
+                  [&, i, arrival](servekit::response&& answer) {
+                    ++answered;
+                    if (answer.status.ok()) {
+                      latency_us[i] = std::chrono::duration_cast<std::chrono::microseconds>(
+                                          sim.now() - time_point{})
+                                          .count() -
+                                      arrival;
+                    }
+                  });
+  }
+  sim.run();
+
+  outcome o;
+  o.answered = answered;
+  o.arrived = t.arrivals.size();
+  const auto target_us = static_cast<std::int64_t>(target_ms * 1000.0);
+  double within_all = 0;
+  double seconds_all = 0;
+  for (const level& l : t.levels) {
+    if (l.to_us <= l.from_us) {
+      continue;
+    }
+    std::vector<std::int64_t> served;
+    double within = 0;
+    for (std::size_t i = 0; i < t.arrivals.size(); ++i) {
+      if (t.arrivals[i] < l.from_us || t.arrivals[i] >= l.to_us || latency_us[i] < 0) {
+        continue;
+      }
+      served.push_back(latency_us[i]);
+      within += latency_us[i] <= target_us ? 1 : 0;
+    }
+    std::sort(served.begin(), served.end());
+    const double seconds = static_cast<double>(l.to_us - l.from_us) / 1e6;
+    o.goodput.push_back(within / seconds);
+    o.p99_ms.push_back(
+        served.empty() ? 0.0
+                       : static_cast<double>(served[std::min(
+                             served.size() - 1, static_cast<std::size_t>(
+                                                    0.99 * static_cast<double>(served.size())))]) /
+                             1000.0);
+    double elements = 0;
+    double batches = 0;
+    for (const auto& batch : sim.batches()) {
+      const auto start =
+          std::chrono::duration_cast<std::chrono::microseconds>(batch.start - time_point{}).count();
+      if (start >= l.from_us && start < l.to_us) {
+        elements += static_cast<double>(batch.elements);
+        batches += 1;
+      }
+    }
+    o.mean_batch.push_back(batches == 0 ? 0 : elements / batches);
+    within_all += within;
+    seconds_all += seconds;
+  }
+  o.total_goodput = seconds_all == 0 ? 0 : within_all / seconds_all;
+  return o;
+}
+
+struct static_setting {
+  std::uint64_t delay_us;
+  std::int32_t preferred; ///< 0: none ([max_batch_size])
+};
+
+std::string describe(const static_setting& s) {
+  return s.preferred == 0 ? fmt::format("delay {} us", s.delay_us)
+                          : fmt::format("delay {} us, preferred {}", s.delay_us, s.preferred);
+}
+
+nlohmann::json to_json(const outcome& o) {
+  return {{"goodput", o.goodput},
+          {"p99_ms", o.p99_ms},
+          {"mean_batch", o.mean_batch},
+          {"total_goodput", o.total_goodput}};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  bool quick = false;
+  double seconds = 4;
+  double target_ms = 50;
+  servekit_bench::command_line cl{"bench_adaptive"};
+  cl.json(json)
+      .quick(quick, "1 s levels, one backend, a smaller sweep (the smoke test, a few seconds)")
+      .number("--seconds", seconds, 0.2, 60, "virtual seconds of each load level (4)")
+      .number("--target-ms", target_ms, 1, 10000, "the p99 objective in ms (50)")
+      .when_quick("--seconds", seconds, 1.0);
+  cl.parse(argc, argv);
+
+  const servekit_bench::machine host;
+  std::printf("bench_adaptive  cpu: %s  nproc: %u  load: %.2f%s\n", host.cpu.c_str(), host.nproc,
+              host.load, quick ? "  (quick)" : "");
+
+  std::vector<backend_case> cases{
+      {"a5_c0.5", 5.0, 0.5}, {"a10_c0.2", 10.0, 0.2}, {"a2_c1", 2.0, 1.0}};
+  if (quick) {
+    cases.resize(1);
+  }
+  const std::vector<double> ramp{0.05, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.0, 0.8, 0.6, 0.4, 0.2, 0.05};
+  std::vector<static_setting> sweep;
+  const std::vector<std::uint64_t> delays =
+      quick ? std::vector<std::uint64_t>{0, 5000, 20000}
+            : std::vector<std::uint64_t>{0, 1000, 2000, 5000, 10000, 20000};
+  const std::vector<std::int32_t> preferred =
+      quick ? std::vector<std::int32_t>{0, 16} : std::vector<std::int32_t>{0, 4, 8, 16, 32};
+  for (const auto d : delays) {
+    for (const auto p : preferred) {
+      sweep.push_back({d, p});
+    }
+  }
+
+  using static_policy = servekit::dynamic_batcher<>;
+  using ours = servekit::dynamic_batcher<servekit::adaptive<servekit::latency_target>>;
+  using tf = servekit::dynamic_batcher<servekit::adaptive<servekit::in_flight_hill_climb>>;
+  using aimd = servekit::dynamic_batcher<servekit::adaptive<servekit::clipper_aimd>>;
+
+  servekit_bench::report figures;
+  nlohmann::json detail = nlohmann::json::object();
+  std::uint64_t wrong = 0;
+  double worst_ratio_to_oracle = std::numeric_limits<double>::infinity();
+  double ratio_to_best_static = std::numeric_limits<double>::infinity();
+  double admission_gain = std::numeric_limits<double>::infinity();
+  double worst_without = std::numeric_limits<double>::infinity();
+  double static_without = std::numeric_limits<double>::infinity();
+
+  for (const backend_case& b : cases) {
+    std::printf("\nbackend %s: %.1f ms + %.2f ms/element, %zu instances, max batch %d: capacity "
+                "%.0f/s; objective p99 <= %.0f ms\n",
+                b.name, b.fixed_ms, b.per_element_ms, instances, max_batch, b.capacity(),
+                target_ms);
+    const trace t = make_ramp(b, ramp, seconds, 7);
+
+    // The oracle: per level, the best static setting on that level alone.
+    std::vector<double> oracle;
+    std::vector<std::string> oracle_setting;
+    for (std::size_t i = 0; i < ramp.size(); ++i) {
+      const trace alone = make_level(b, t, i, 100 + i);
+      double best = -1;
+      std::string name;
+      for (const auto& s : sweep) {
+        const outcome o = run<static_policy>(settings(target_ms, s.delay_us, s.preferred, false), b,
+                                             alone, target_ms);
+        wrong += o.answered == o.arrived ? 0 : 1;
+        if (o.total_goodput > best) {
+          best = o.total_goodput;
+          name = describe(s);
+        }
+      }
+      oracle.push_back(best);
+      oracle_setting.push_back(name);
+    }
+
+    // The best single static setting over the ramp.
+    outcome best_static;
+    std::string best_static_name;
+    for (const auto& s : sweep) {
+      outcome o =
+          run<static_policy>(settings(target_ms, s.delay_us, s.preferred, false), b, t, target_ms);
+      wrong += o.answered == o.arrived ? 0 : 1;
+      if (best_static_name.empty() || o.total_goodput > best_static.total_goodput) {
+        best_static = std::move(o);
+        best_static_name = describe(s);
+      }
+    }
+    const outcome mine = run<ours>(settings(target_ms, 0, 0, false), b, t, target_ms);
+    const outcome admitted = run<ours>(settings(target_ms, 0, 0, true), b, t, target_ms);
+    const outcome hill = run<tf>(settings(target_ms, 0, 0, false), b, t, target_ms);
+    const outcome clipper = run<aimd>(settings(target_ms, 0, 0, false), b, t, target_ms);
+    for (const outcome* o : {&mine, &admitted, &hill, &clipper}) {
+      wrong += o->answered == o->arrived ? 0 : 1;
+    }
+
+    std::printf("%6s %8s | %-28s | %8s %8s %8s %8s %8s %8s | %6s %6s %5s\n", "load", "rate/s",
+                "oracle's setting", "oracle", "static", "tf", "aimd", "ours", "admit", "ours/o",
+                "p99 ms", "batch");
+    double worst_here = std::numeric_limits<double>::infinity();
+    double worst_alone = std::numeric_limits<double>::infinity();
+    std::size_t overload = 0;
+    for (std::size_t i = 0; i < ramp.size(); ++i) {
+      const double ratio = servekit_bench::ratio_of(mine.goodput[i], oracle[i]);
+      if (ramp[i] <= 1.0) {
+        worst_here = std::min(worst_here, servekit_bench::ratio_of(admitted.goodput[i], oracle[i]));
+        worst_alone = std::min(worst_alone, ratio);
+      } else {
+        overload = i;
+      }
+      std::printf(
+          "%5.0f%% %8.0f | %-28s | %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f | %6.3f %6.1f %5.1f\n",
+          ramp[i] * 100, ramp[i] * b.capacity(), oracle_setting[i].c_str(), oracle[i],
+          best_static.goodput[i], hill.goodput[i], clipper.goodput[i], mine.goodput[i],
+          admitted.goodput[i], ratio, mine.p99_ms[i], mine.mean_batch[i]);
+    }
+    const double vs_static =
+        servekit_bench::ratio_of(admitted.total_goodput, best_static.total_goodput);
+    const double vs_static_alone =
+        servekit_bench::ratio_of(mine.total_goodput, best_static.total_goodput);
+    // The overload and the level after it, where the backlog it left is worked off.
+    const double gain =
+        servekit_bench::ratio_of(admitted.goodput[overload] + admitted.goodput[overload + 1],
+                                 mine.goodput[overload] + mine.goodput[overload + 1]);
+    std::printf("whole ramp goodput: best static (%s) %.0f/s, tf %.0f/s, aimd %.0f/s, ours %.0f/s "
+                "(%.3f x static), ours with admission %.0f/s (%.3f x static); 120 %% and after: "
+                "admission / ours %.3f; worst ratio to the oracle up to capacity: %.3f with "
+                "admission, %.3f without\n",
+                best_static_name.c_str(), best_static.total_goodput, hill.total_goodput,
+                clipper.total_goodput, mine.total_goodput, vs_static_alone, admitted.total_goodput,
+                vs_static, gain, worst_here, worst_alone);
+
+    worst_ratio_to_oracle = std::min(worst_ratio_to_oracle, worst_here);
+    worst_without = std::min(worst_without, worst_alone);
+    ratio_to_best_static = std::min(ratio_to_best_static, vs_static);
+    static_without = std::min(static_without, vs_static_alone);
+    admission_gain = std::min(admission_gain, gain);
+    figures.put(fmt::format("{}_ratio_to_oracle", b.name), worst_here);
+    figures.put(fmt::format("{}_ratio_to_oracle_without_admission", b.name), worst_alone);
+    figures.put(fmt::format("{}_ratio_to_best_static", b.name), vs_static);
+    figures.put(fmt::format("{}_ratio_to_best_static_without_admission", b.name), vs_static_alone);
+    figures.put(fmt::format("{}_overload_admission_gain", b.name), gain);
+    detail[b.name] = {{"fixed_ms", b.fixed_ms},
+                      {"per_element_ms", b.per_element_ms},
+                      {"capacity", b.capacity()},
+                      {"levels", ramp},
+                      {"oracle", oracle},
+                      {"oracle_setting", oracle_setting},
+                      {"best_static_setting", best_static_name},
+                      {"best_static", to_json(best_static)},
+                      {"tf_serving", to_json(hill)},
+                      {"clipper_aimd", to_json(clipper)},
+                      {"servekit", to_json(mine)},
+                      {"admission", to_json(admitted)}};
+  }
+
+  figures.put("worst_ratio_to_oracle", worst_ratio_to_oracle);
+  figures.put("ratio_to_best_static", ratio_to_best_static);
+  figures.put("overload_admission_gain", admission_gain);
+  figures.put("worst_ratio_to_oracle_without_admission", worst_without);
+  figures.put("ratio_to_best_static_without_admission", static_without);
+  std::printf("\n");
+  servekit_bench::goals goals;
+  goals.check("ours (with admission) within 5 % of the per-load oracle's goodput at every load "
+              "up to capacity",
+              figures.at_least("worst_ratio_to_oracle", 0.95));
+  goals.check("ours (with admission) >= 1.5 x the goodput of the best single static setting "
+              "over the ramp",
+              figures.at_least("ratio_to_best_static", 1.5));
+  goals.check("deadline-aware admission raises goodput at 120 % of capacity",
+              figures.at_least("overload_admission_gain", 1.0001));
+  if (json) {
+    figures.put_run(quick, host, wrong);
+    figures.number("target_ms", target_ms);
+    figures.number("level_seconds", seconds);
+    figures.raw("backends", detail.dump());
+    figures.print_json();
+  }
+  return wrong == 0 ? 0 : 1;
+}
