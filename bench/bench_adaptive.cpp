@@ -15,6 +15,10 @@
 ///   servekit      latency_target, over the ramp (it must adapt as the load changes)
 ///   admission     latency_target with deadline-aware admission, over the ramp
 ///
+/// Then a threaded confirmation on this machine: the first backend as one that sleeps, at 30, 70
+/// and 95 % of its capacity, under static settings and latency_target (p99, share within the
+/// objective, goodput).
+///
 /// The last line with --json is one JSON object: worst_ratio_to_oracle (servekit with admission
 /// / oracle, the smallest over the levels up to capacity and the backends),
 /// ratio_to_best_static (servekit with admission / best static, whole ramp, the smallest over
@@ -26,6 +30,7 @@
 #include "harness/machine.hpp"
 #include "harness/report.hpp"
 
+#include <servekit/runtime/model.hpp>
 #include <servekit/runtime/simulated_shell.hpp>
 #include <servekit/schedule/adaptive_batcher.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
@@ -34,13 +39,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -234,6 +243,96 @@ nlohmann::json to_json(const outcome& o) {
           {"total_goodput", o.total_goodput}};
 }
 
+// -- the threaded confirmation --------------------------------------------------------------------
+
+/// Sleeps 5 ms + 0.5 ms per request of the batch (the first backend of the simulation) and answers
+/// without outputs.
+struct sleeping_backend {
+  static constexpr std::int32_t max_batch_size = max_batch;
+  static constexpr servekit::tensor_declaration inputs[] = {
+      {"INPUT0", servekit::data_type::int32, {1}}};
+  static constexpr servekit::tensor_declaration outputs[] = {
+      {"OUTPUT0", servekit::data_type::int32, {1}}};
+
+  explicit sleeping_backend(const servekit::instance_context&) {}
+
+  void execute(servekit::batch& b) {
+    std::this_thread::sleep_for(std::chrono::microseconds(5000 + 500 * b.size()));
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const auto& in = *b.request(i).find_input("INPUT0");
+      b.response(i).add_output("OUTPUT0", servekit::data_type::int32, in.shape);
+    }
+  }
+};
+
+struct threaded_outcome {
+  double p99_ms = 0;
+  double within = 0; ///< share of the requests sent answered ok within the objective
+  double goodput = 0;
+};
+
+/// `rate` requests/s at Poisson gaps for `seconds` into a model of `Policy` on 2 instances;
+/// waits for every answer.
+template <class Policy>
+threaded_outcome threaded_run(const servekit::scheduler_settings& s, double rate, double seconds,
+                              double target_ms, std::uint64_t& wrong) {
+  servekit::model_options o;
+  o.name = "sleeping";
+  o.dynamic_batching = s.dynamic_batching;
+  servekit::model<sleeping_backend, Policy, servekit::instance_group<2>> m{o};
+  const auto n = static_cast<std::size_t>(rate * seconds);
+  std::vector<std::int64_t> latency_us(n, -1);
+  std::atomic<std::size_t> answered{0};
+  std::mt19937_64 random{11};
+  std::exponential_distribution<double> gap{rate};
+  using steady = std::chrono::steady_clock;
+  const auto start = steady::now();
+  double at = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    at += gap(random);
+    std::this_thread::sleep_until(start + std::chrono::duration<double>(at));
+    servekit::request r;
+    r.id = std::to_string(i);
+    r.inputs.push_back(
+        servekit::make_tensor("INPUT0", servekit::data_type::int32, servekit::shape{1, 1}));
+    const auto sent = steady::now();
+    const servekit::status st = m.submit(std::move(r), [&, i, sent](servekit::response&& a) {
+      if (a.ok()) {
+        latency_us[i] =
+            std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - sent).count();
+      }
+      answered.fetch_add(1, std::memory_order_release);
+    });
+    if (!st.ok()) {
+      answered.fetch_add(1, std::memory_order_release);
+    }
+  }
+  while (answered.load(std::memory_order_acquire) != n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  threaded_outcome out;
+  std::vector<std::int64_t> served;
+  for (const auto l : latency_us) {
+    if (l >= 0) {
+      served.push_back(l);
+    }
+  }
+  wrong += served.empty() ? 1U : 0U;
+  std::sort(served.begin(), served.end());
+  const auto target_us = static_cast<std::int64_t>(target_ms * 1000);
+  const auto within = static_cast<double>(
+      std::count_if(served.begin(), served.end(), [&](std::int64_t l) { return l <= target_us; }));
+  out.p99_ms = served.empty()
+                   ? 0
+                   : static_cast<double>(served[std::min(
+                         served.size() - 1,
+                         static_cast<std::size_t>(0.99 * static_cast<double>(served.size())))]) /
+                         1000.0;
+  out.within = n == 0 ? 0 : within / static_cast<double>(n);
+  out.goodput = within / seconds;
+  return out;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -241,12 +340,16 @@ int main(int argc, char** argv) {
   bool quick = false;
   double seconds = 4;
   double target_ms = 50;
+  double threaded_seconds = 3;
   servekit_bench::command_line cl{"bench_adaptive"};
   cl.json(json)
       .quick(quick, "1 s levels, one backend, a smaller sweep (the smoke test, a few seconds)")
       .number("--seconds", seconds, 0.2, 60, "virtual seconds of each load level (4)")
       .number("--target-ms", target_ms, 1, 10000, "the p99 objective in ms (50)")
-      .when_quick("--seconds", seconds, 1.0);
+      .number("--threaded-seconds", threaded_seconds, 0.2, 60,
+              "real seconds of each level of the threaded confirmation (3)")
+      .when_quick("--seconds", seconds, 1.0)
+      .when_quick("--threaded-seconds", threaded_seconds, 0.5);
   cl.parse(argc, argv);
 
   const servekit_bench::machine host;
@@ -390,6 +493,34 @@ int main(int argc, char** argv) {
                       {"clipper_aimd", to_json(clipper)},
                       {"servekit", to_json(mine)},
                       {"admission", to_json(admitted)}};
+  }
+
+  // The threaded confirmation: the first backend as a sleeping one, three load levels.
+  {
+    const backend_case& b = cases.front();
+    std::printf("\nthreaded, this machine: a backend that sleeps %.1f ms + %.2f ms/element, %zu "
+                "instances, %.0f s per level\n",
+                b.fixed_ms, b.per_element_ms, instances, threaded_seconds);
+    std::printf("%6s %8s | %-24s | %8s %8s %8s\n", "load", "rate/s", "configuration", "p99 ms",
+                "within", "goodput");
+    using static_policy_t = servekit::dynamic_batcher<>;
+    using ours_t = servekit::dynamic_batcher<servekit::adaptive<servekit::latency_target>>;
+    for (const double f : {0.3, 0.7, 0.95}) {
+      const double rate = f * b.capacity();
+      const auto report = [&](const char* name, const threaded_outcome& o) {
+        std::printf("%5.0f%% %8.0f | %-24s | %8.1f %8.3f %8.0f\n", f * 100, rate, name, o.p99_ms,
+                    o.within, o.goodput);
+        figures.put(fmt::format("threaded_{}_{:.0f}_p99_ms", name, f * 100), o.p99_ms);
+        figures.put(fmt::format("threaded_{}_{:.0f}_within", name, f * 100), o.within);
+      };
+      report("static_delay_0", threaded_run<static_policy_t>(settings(target_ms, 0, 0, false), rate,
+                                                             threaded_seconds, target_ms, wrong));
+      report("static_delay_5ms_pref_16",
+             threaded_run<static_policy_t>(settings(target_ms, 5000, 16, false), rate,
+                                           threaded_seconds, target_ms, wrong));
+      report("latency_target", threaded_run<ours_t>(settings(target_ms, 0, 0, false), rate,
+                                                    threaded_seconds, target_ms, wrong));
+    }
   }
 
   figures.put("worst_ratio_to_oracle", worst_ratio_to_oracle);

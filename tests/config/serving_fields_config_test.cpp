@@ -1,7 +1,8 @@
 // JSON reading and writing of instance_group[].rate_limiter, model_transaction_policy,
-// response_cache, model_warmup and version_policy.
+// response_cache, model_warmup, version_policy and dynamic_batching.adaptive.
 
 #include <servekit/config/model_config_json.hpp>
+#include <servekit/config/model_config_pbtxt.hpp>
 
 #include <gtest/gtest.h>
 
@@ -125,6 +126,59 @@ TEST(serving_fields_config, model_transaction_policy_errors) {
       R"({"model_transaction_policy": {"final_response_timeout_microseconds": 100}})",
       config_error_code::bad_value, "/model_transaction_policy/final_response_timeout_microseconds",
       "decoupled models only"));
+}
+
+// ---------------------------------------------------------------- dynamic_batching.adaptive
+
+TEST(serving_fields_config, loads_adaptive_batching_from_json_and_pbtxt) {
+  const auto json = load_model_config(R"({"max_batch_size": 32, "dynamic_batching": {"adaptive":
+    {"target_latency_microseconds": 50000, "target_percentile": 95, "deadline_admission": true,
+     "max_queue_delay_bound_microseconds": "20000", "rate_window_microseconds": 250000}}})");
+  ASSERT_TRUE(json.dynamic_batching.has_value());
+  const auto& a = json.dynamic_batching->adaptive;
+  EXPECT_EQ(a.target_latency_microseconds, 50000U);
+  EXPECT_EQ(a.target_percentile, 95.0F);
+  EXPECT_TRUE(a.deadline_admission);
+  EXPECT_EQ(a.max_queue_delay_bound_microseconds, 20000U);
+  EXPECT_EQ(a.rate_window_microseconds, 250000U);
+  const auto pbtxt = servekit::load_model_config_pbtxt(R"(max_batch_size: 32
+dynamic_batching {
+  adaptive {
+    target_latency_microseconds: 50000
+    target_percentile: 95
+    max_queue_delay_bound_microseconds: 20000
+    rate_window_microseconds: 250000
+    deadline_admission: true
+  }
+})");
+  EXPECT_EQ(pbtxt, json);
+  // Written back (JSON and config.pbtxt) and read again, unchanged; absent, the defaults.
+  EXPECT_EQ(load_model_config(save_model_config(json)), json);
+  EXPECT_EQ(servekit::load_model_config_pbtxt(servekit::save_model_config_pbtxt(json)), json);
+  const auto plain = load_model_config(R"({"dynamic_batching": {}})");
+  EXPECT_EQ(plain.dynamic_batching->adaptive, servekit::adaptive_batching_options{});
+  EXPECT_FALSE(save_model_config(plain).at("dynamic_batching").contains("adaptive"));
+}
+
+TEST(serving_fields_config, adaptive_batching_errors_name_the_field) {
+  EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"adaptive": {"target_percentile": 0}}})",
+                         config_error_code::bad_value,
+                         "/dynamic_batching/adaptive/target_percentile", "(0, 100]"));
+  EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"adaptive": {"target_percentile": 101}}})",
+                         config_error_code::bad_value,
+                         "/dynamic_batching/adaptive/target_percentile", "(0, 100]"));
+  EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"adaptive": {"rate_window_microseconds": 0}}})",
+                         config_error_code::bad_value,
+                         "/dynamic_batching/adaptive/rate_window_microseconds", "positive"));
+  EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"adaptive": {"deadline_admission": true}}})",
+                         config_error_code::bad_value,
+                         "/dynamic_batching/adaptive/deadline_admission",
+                         "set target_latency_microseconds"));
+  EXPECT_TRUE(fails_with(R"({"dynamic_batching": {"adaptive": {"target_latency": 5}}})",
+                         config_error_code::unknown_field,
+                         "/dynamic_batching/adaptive/target_latency",
+                         "unknown field 'target_latency' (known: "
+                         "target_latency_microseconds"));
 }
 
 // ---------------------------------------------------------------------- response_cache

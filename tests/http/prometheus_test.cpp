@@ -358,6 +358,34 @@ TEST(prometheus_writer, only_pending_is_a_gauge) {
   EXPECT_EQ(count_of(text, " counter\n"), 20u);
 }
 
+TEST(prometheus_writer, adaptive_models_add_their_families) {
+  statistics_snapshot plain;
+  statistics_snapshot adaptive;
+  servekit::adaptive_batching_snapshot a;
+  a.wait_for = 8;
+  a.max_delay_us = 2'500;
+  a.recent_within_target = 0.995;
+  a.refused_for_deadline = 3;
+  adaptive.adaptive_batching = a;
+  prometheus_writer w;
+  w.add("a", "1", plain);
+  EXPECT_EQ(w.str().find("servekit_adaptive_"), std::string::npos);
+  w.add("b", "1", adaptive);
+  const auto text = w.str();
+  EXPECT_NE(text.find("# TYPE servekit_adaptive_wait_for gauge\n"
+                      "servekit_adaptive_wait_for{model=\"b\",version=\"1\"} 8\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("servekit_adaptive_max_delay_us{model=\"b\",version=\"1\"} 2500\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("servekit_adaptive_recent_within_target{model=\"b\",version=\"1\"} 0.995\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE servekit_adaptive_refused_total counter\n"
+                      "servekit_adaptive_refused_total{model=\"b\",version=\"1\"} 3\n"),
+            std::string::npos);
+  EXPECT_EQ(lines_starting(text, "servekit_adaptive_wait_for{").size(), 1u);
+}
+
 TEST(prometheus_writer, generative_models_add_vllm_families) {
   statistics_snapshot plain;
   statistics_snapshot llm;

@@ -136,6 +136,28 @@ TEST(statistics_json, empty_statistics_give_empty_arrays_not_null) {
   EXPECT_EQ(j.at("last_inference"), 0u);
 }
 
+TEST(statistics_json, adaptive_batching_appears_only_for_adaptive_models) {
+  statistics_snapshot stats = sample_snapshot();
+  EXPECT_FALSE(to_statistics_json("m", "1", stats).contains("adaptive_batching"));
+  servekit::adaptive_batching_snapshot a;
+  a.target_latency_us = 50'000;
+  a.wait_for = 12;
+  a.max_delay_us = 3'000;
+  a.per_element_latency_us = 250.5;
+  a.requests = 1'000;
+  a.within_target = 995;
+  a.refused_for_deadline = 7;
+  stats.adaptive_batching = a;
+  const json j = to_statistics_json("m", "1", stats).at("adaptive_batching");
+  EXPECT_EQ(j.at("target_latency_us"), 50'000);
+  EXPECT_EQ(j.at("wait_for"), 12);
+  EXPECT_EQ(j.at("max_delay_us"), 3'000);
+  EXPECT_EQ(j.at("per_element_latency_us"), 250.5);
+  EXPECT_EQ(j.at("within_target"), 995);
+  EXPECT_EQ(j.at("refused_for_deadline"), 7);
+  EXPECT_EQ(j.size(), 14u);
+}
+
 TEST(statistics_json, numeric_version_is_a_decimal_string) {
   const auto j = to_statistics_json("simple", std::int64_t{7}, sample_snapshot());
   EXPECT_EQ(j.at("version"), "7");

@@ -1,5 +1,5 @@
 // any_model and backend_list: the composition a config asks for, picked at run time from the
-// four each backend is compiled into, and the errors for what a backend cannot take.
+// five each backend is compiled into, and the errors for what a backend cannot take.
 #include "repository_backends.hpp"
 
 #include <servekit/config/model_config_json.hpp>
@@ -94,6 +94,21 @@ TEST_F(BackendList, DynamicBatchingPicksTheBatcher) {
   auto m = backends::make(config(R"({"backend": "add", "max_batch_size": 8,
                                      "dynamic_batching": {}})"));
   EXPECT_NE(m.get<add_models::batching_model>(), nullptr);
+}
+
+TEST_F(BackendList, AnAdaptiveObjectivePicksTheAdaptiveBatcher) {
+  auto m = backends::make(config(R"({"backend": "add", "max_batch_size": 8,
+      "dynamic_batching": {"adaptive": {"target_latency_microseconds": 50000}}})"));
+  ASSERT_NE(m.get<add_models::adaptive_batching_model>(), nullptr);
+  EXPECT_EQ(m.get<add_models::batching_model>(), nullptr);
+  auto f = infer(m.ref(), add_request(2.0F));
+  const auto r = get(f);
+  ASSERT_TRUE(r.ok()) << r.status.message();
+  EXPECT_EQ(r.find_output("OUT")->values<float>()[0], 3.0F);
+  // Adaptive settings without an objective: the plain dynamic batcher.
+  auto plain = backends::make(config(R"({"backend": "add", "max_batch_size": 8,
+      "dynamic_batching": {"adaptive": {"target_percentile": 95}}})"));
+  EXPECT_NE(plain.get<add_models::batching_model>(), nullptr);
 }
 
 TEST_F(BackendList, SequenceBatchingPicksTheStrategy) {

@@ -90,6 +90,17 @@ void every_request_is_answered_correctly() {
     ASSERT_TRUE(r.status.ok()) << n << ": " << r.status.message();
     EXPECT_EQ(r.outputs.at(0).template values<std::int32_t>()[0], 2 * static_cast<std::int32_t>(n));
   }
+  // What the controller learned is in the model's statistics. A batch reaches the controller
+  // when its instance next takes the core's lock, so the last one or two may still be on their
+  // way once every response is in.
+  const auto s = m.statistics().adaptive_batching;
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->target_latency_us, 20'000U);
+  EXPECT_GT(s->profile_samples, 0U);
+  // A batch of 16 sleeps 520 µs; the profile's line predicts at least most of that.
+  EXPECT_GT(s->fixed_latency_us + 16.0 * s->per_element_latency_us, 300.0);
+  EXPECT_LE(s->requests, answers.size());
+  EXPECT_GE(s->requests + 2 * 16, answers.size());
 }
 
 TEST(AdaptiveModel, LatencyTargetAnswersEveryRequestOnTheThreadedShell) {

@@ -247,9 +247,13 @@ TEST(LatencyTarget, AStepInBackendLatencyIsLearnedAndTheTargetIsMetAgain) {
   const auto after = r.served_between(3'000'000, 6'000'000);
   EXPECT_LE(quantile(before, 0.99), 50'000);
   EXPECT_LE(quantile(after, 0.99), 50'000);
-  const auto s = r.sim.core().state(r.sim.now());
-  EXPECT_NEAR(s.fixed_latency_us, 8000.0, 800.0);
-  EXPECT_NEAR(s.per_element_latency_us, 800.0, 80.0);
+  const auto s = r.sim.statistics().adaptive_batching;
+  ASSERT_TRUE(s.has_value());
+  EXPECT_NEAR(s->fixed_latency_us, 8000.0, 800.0);
+  EXPECT_NEAR(s->per_element_latency_us, 800.0, 80.0);
+  EXPECT_EQ(s->target_latency_us, 50'000U);
+  EXPECT_GT(s->profile_samples, 100U);
+  EXPECT_NEAR(s->arrival_rate, 1200.0, 300.0);
 }
 
 TEST(LatencyTarget, ABurstIsServedInLargeBatchesAndEveryRequestIsAnsweredOnce) {
@@ -292,7 +296,7 @@ TEST(DeadlineAdmission, UnderOverloadRefusesWhatWouldBeLateAndServesTheRestInTim
   EXPECT_GT(refused, 0u);
   const auto late = r.served_between(500'000, 2'500'000);
   EXPECT_LE(quantile(late, 0.95), 50'000);
-  EXPECT_EQ(r.sim.core().state(r.sim.now()).refused_for_deadline, refused);
+  EXPECT_EQ(r.sim.statistics().adaptive_batching->refused_for_deadline, refused);
   EXPECT_GT(served, refused);
 }
 

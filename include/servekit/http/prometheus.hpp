@@ -111,6 +111,12 @@ inline void append_prometheus_sample(std::string& out, std::string_view name,
 ///   graph of a larger size) and the executions that had any.
 /// - counter `servekit_instance_exec_count{instance}` (servekit extension): executions per
 ///   model instance; left out when no added model has instances.
+/// - models with the adaptive batcher only (servekit extensions): gauges
+///   `servekit_adaptive_wait_for`, `servekit_adaptive_max_delay_us`,
+///   `servekit_adaptive_fixed_latency_us`, `servekit_adaptive_per_element_latency_us`,
+///   `servekit_adaptive_arrival_rate`, `servekit_adaptive_recent_within_target` (0..1); counters
+///   `servekit_adaptive_requests_total`, `servekit_adaptive_within_target_total` and
+///   `servekit_adaptive_refused_total` (deadline-aware admission).
 /// - generative models only (iteration batcher), under vLLM's names with a `model_name` label:
 ///   gauges `vllm:num_requests_running`, `vllm:num_requests_waiting`,
 ///   `vllm:kv_cache_usage_perc` (0..1) and `vllm:cache_config_info{block_size,num_gpu_blocks}`;
@@ -215,6 +221,7 @@ public:
             "Number of model executions that ran padding rows (servekit extension)",
             [](const statistics_snapshot& s) { return s.padded_executions; });
     instance_counter(out);
+    adaptive_families(out);
     generation_families(out);
   }
 
@@ -313,6 +320,58 @@ private:
                                          i.execution_count);
       }
     }
+  }
+
+  /// The adaptive batcher's gauges and counters; left out when no added model has one.
+  void adaptive_families(std::string& out) const {
+    bool any = false;
+    for (const auto& e : entries_) {
+      any = any || e.stats.adaptive_batching.has_value();
+    }
+    if (!any) {
+      return;
+    }
+    const auto family = [&](std::string_view name, std::string_view type, std::string_view help,
+                            auto value) {
+      detail::append_prometheus_family_header(out, name, type, help);
+      for (const auto& e : entries_) {
+        if (e.stats.adaptive_batching) {
+          fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, e.labels,
+                         value(*e.stats.adaptive_batching));
+        }
+      }
+    };
+    using snapshot = adaptive_batching_snapshot;
+    family("servekit_adaptive_wait_for", "gauge",
+           "Batch size the adaptive batcher waits for (servekit extension)",
+           [](const snapshot& a) { return a.wait_for; });
+    family("servekit_adaptive_max_delay_us", "gauge",
+           "Longest the adaptive batcher holds a batch open, in microseconds (servekit extension)",
+           [](const snapshot& a) { return a.max_delay_us; });
+    family("servekit_adaptive_fixed_latency_us", "gauge",
+           "Learned execution time of a batch: the fixed part, in microseconds (servekit "
+           "extension)",
+           [](const snapshot& a) { return a.fixed_latency_us; });
+    family("servekit_adaptive_per_element_latency_us", "gauge",
+           "Learned execution time of a batch: the part per element, in microseconds (servekit "
+           "extension)",
+           [](const snapshot& a) { return a.per_element_latency_us; });
+    family("servekit_adaptive_arrival_rate", "gauge",
+           "Arrival rate the adaptive batcher sees, elements per second (servekit extension)",
+           [](const snapshot& a) { return a.arrival_rate; });
+    family("servekit_adaptive_recent_within_target", "gauge",
+           "Share of about the last 1000 requests answered within the objective (servekit "
+           "extension)",
+           [](const snapshot& a) { return a.recent_within_target; });
+    family("servekit_adaptive_requests_total", "counter",
+           "Requests the adaptive batcher saw executed (servekit extension)",
+           [](const snapshot& a) { return a.requests; });
+    family("servekit_adaptive_within_target_total", "counter",
+           "Requests answered within the objective (servekit extension)",
+           [](const snapshot& a) { return a.within_target; });
+    family("servekit_adaptive_refused_total", "counter",
+           "Requests refused by deadline-aware admission (servekit extension)",
+           [](const snapshot& a) { return a.refused_for_deadline; });
   }
 
   /// A generative model's families, under vLLM's names (what the Gateway API Inference

@@ -45,7 +45,11 @@ inline void put_duration_stat(nlohmann::json& parent, const char* key, const dur
 ///   (rows backends ran beyond the requests, see batch::record_padding), and `instance_stats`:
 ///   `[{"name", "execution_count", "inference_count", "compute_infer"}]`, one per model
 ///   instance, `rate_limiter_wait` and `warmup`, each `{"count","ns"}`: executions that waited
-///   for rate-limiter resources and how long, and warmup executions.
+///   for rate-limiter resources and how long, and warmup executions; and for a model with the
+///   adaptive batcher `adaptive_batching`: `{"target_latency_us", "target_percentile",
+///   "wait_for", "max_delay_us", "at_most", "fixed_latency_us", "per_element_latency_us",
+///   "profile_samples", "arrival_rate", "recent_within_target", "requests", "within_target",
+///   "refused_for_deadline", "controller_value"}` (metrics/adaptive_batching_statistics.hpp).
 ///
 /// Wrap several in `{"model_stats": [...]}` for Triton's `$stats_model_response`.
 [[nodiscard]] inline nlohmann::json to_statistics_json(std::string_view model,
@@ -108,6 +112,23 @@ inline void put_duration_stat(nlohmann::json& parent, const char* key, const dur
   }
   put_duration_stat(j, "rate_limiter_wait", stats.rate_limiter_wait);
   put_duration_stat(j, "warmup", stats.warmup);
+  if (const auto& a = stats.adaptive_batching) {
+    auto& e = json_object_member(j, "adaptive_batching");
+    e["target_latency_us"] = a->target_latency_us;
+    e["target_percentile"] = a->target_percentile;
+    e["wait_for"] = a->wait_for;
+    e["max_delay_us"] = a->max_delay_us;
+    e["at_most"] = a->at_most;
+    e["fixed_latency_us"] = a->fixed_latency_us;
+    e["per_element_latency_us"] = a->per_element_latency_us;
+    e["profile_samples"] = a->profile_samples;
+    e["arrival_rate"] = a->arrival_rate;
+    e["recent_within_target"] = a->recent_within_target;
+    e["requests"] = a->requests;
+    e["within_target"] = a->within_target;
+    e["refused_for_deadline"] = a->refused_for_deadline;
+    e["controller_value"] = a->controller_value;
+  }
   return j;
 }
 

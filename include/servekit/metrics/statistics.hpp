@@ -4,6 +4,7 @@
 
 #include <servekit/core/batch_close_reason.hpp>
 #include <servekit/core/clock.hpp>
+#include <servekit/metrics/adaptive_batching_statistics.hpp>
 #include <servekit/metrics/generation_statistics.hpp>
 
 #include <algorithm>
@@ -114,6 +115,8 @@ struct statistics_snapshot {
   std::vector<response_index_stat> response_stats;
   /// Generative models (the iteration batcher): the scheduler's gauges and token latencies.
   std::optional<generation_snapshot> generation;
+  /// Models with the adaptive batcher: its current choices and what it learned.
+  std::optional<adaptive_batching_snapshot> adaptive_batching;
 
   [[nodiscard]] std::uint64_t closed_by(batch_close_reason r) const noexcept {
     return close_reasons[static_cast<std::size_t>(r)];

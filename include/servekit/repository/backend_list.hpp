@@ -2,7 +2,7 @@
 /// \file
 /// backend_list: the backends a server can serve, by name, and the composition each model config
 /// asks for. This is where compile-time composition meets run-time configuration: every backend
-/// is compiled into at most four model types, and the config's `backend` and scheduling fields
+/// is compiled into at most five model types, and the config's `backend` and scheduling fields
 /// pick one.
 ///
 ///     using bundled = servekit::backend_list<servekit::named_backend<"add_sub", add_sub_backend>,
@@ -19,6 +19,7 @@
 #include <servekit/runtime/model_environment.hpp>
 #include <servekit/runtime/model_options.hpp>
 #include <servekit/runtime/resolved_config.hpp>
+#include <servekit/schedule/adaptive_batcher.hpp>
 #include <servekit/schedule/default_scheduler.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/iteration_batcher.hpp>
@@ -49,6 +50,8 @@ template <class Backend, class Store = host_state_store>
 struct compositions {
   using default_model = model<Backend, default_scheduler>;
   using batching_model = model<Backend, dynamic_batcher<>>;
+  /// `dynamic_batching { adaptive { target_latency_microseconds: ... } }`.
+  using adaptive_batching_model = model<Backend, dynamic_batcher<adaptive<latency_target>>>;
   using direct_sequence_model = model<Backend, sequence_batcher<direct, Store>>;
   using oldest_sequence_model = model<Backend, sequence_batcher<oldest, Store>>;
 };
@@ -69,6 +72,9 @@ template <class Backend, class Store>
   }
   if (config.dynamic_batching) {
     if constexpr (backend_traits<Backend>::batching) {
+      if (config.dynamic_batching->adaptive.target_latency_microseconds != 0) {
+        return any_model::make<typename types::adaptive_batching_model>(config, hooks, environment);
+      }
       return any_model::make<typename types::batching_model>(config, hooks, environment);
     } else {
       throw config_error(config_error_code::bad_value, "/dynamic_batching",
@@ -81,11 +87,11 @@ template <class Backend, class Store>
 }
 
 /// Builds the composition `config` asks for: for a generative backend, the iteration batcher;
-/// otherwise sequence_batching (by strategy), then dynamic_batching, else the default
-/// scheduler. A composition the backend cannot take is a
-/// config_error at the field that asks for it, not a compile error.
+/// otherwise sequence_batching (by strategy), then dynamic_batching (adaptive, with
+/// latency_target, when it sets an objective), else the default scheduler. A composition the
+/// backend cannot take is a config_error at the field that asks for it, not a compile error.
 ///
-/// This is where a backend's four model types are compiled, and they are most of what a
+/// This is where a backend's five model types are compiled, and they are most of what a
 /// translation unit that names the backend in a backend_list costs to build. To compile them
 /// once for a whole program, declare `SERVEKIT_EXTERN_COMPOSITIONS(Backend, Store);` after the
 /// backend's definition (every TU that sees it then only calls this function) and put

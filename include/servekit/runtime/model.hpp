@@ -270,7 +270,13 @@ public:
   /// to queued requests. Idempotent; returns when every instance thread has finished.
   void shutdown(shutdown_mode mode) { shell_.shutdown(mode); }
 
-  [[nodiscard]] statistics_snapshot statistics() const { return stats_.snapshot(); }
+  [[nodiscard]] statistics_snapshot statistics() const {
+    statistics_snapshot s = stats_.snapshot();
+    if constexpr (requires { shell_.adaptive_batching(); }) {
+      s.adaptive_batching = shell_.adaptive_batching();
+    }
+    return s;
+  }
   /// The options the model runs with: as given, with `instance_group` resolved as Triton's
   /// config endpoint shows it (KIND_AUTO replaced by where the instances run, GPU lists filled).
   [[nodiscard]] const model_options& options() const noexcept { return options_; }

@@ -9,6 +9,7 @@
 #include <servekit/core/response_sink.hpp>
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/pending_request.hpp>
+#include <servekit/runtime/adaptive_statistics.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/shell_support.hpp>
 #include <servekit/schedule/batch_plan.hpp>
@@ -117,7 +118,13 @@ public:
   [[nodiscard]] const std::vector<executed_batch>& batches() const noexcept { return batches_; }
   /// Sequences that left their slots without an END (sequence batcher), in order.
   [[nodiscard]] const std::vector<ended_sequence>& ended() const noexcept { return ended_; }
-  [[nodiscard]] statistics_snapshot statistics() const { return stats_.snapshot(); }
+  [[nodiscard]] statistics_snapshot statistics() const {
+    statistics_snapshot s = stats_.snapshot();
+    if constexpr (reports_adaptive_batching<core_type>) {
+      s.adaptive_batching = adaptive_snapshot(core_, now_);
+    }
+    return s;
+  }
   [[nodiscard]] std::size_t queued() const noexcept { return core_.size(); }
   [[nodiscard]] const core_type& core() const noexcept { return core_; }
 

@@ -244,23 +244,11 @@ public:
   [[nodiscard]] const Controller& controller() const noexcept { return controller_; }
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
 
-  /// What the controller last decided and what it has learned, as of `now`.
-  [[nodiscard]] batching_state state(time_point now) const noexcept {
-    batching_state s;
-    s.wait_for = last_.wait_for;
-    s.max_delay_us = static_cast<std::uint64_t>(last_.max_delay.count() / 1000);
-    s.at_most = std::min(last_.at_most, max_batch_size_);
-    s.fixed_latency_us = signals_.profile.fixed_seconds() * 1e6;
-    s.per_element_latency_us = signals_.profile.per_element_seconds() * 1e6;
-    s.profile_samples = signals_.profile.samples();
-    s.arrival_rate = signals_.rate.per_second(now);
-    s.recent_within_target = signals_.recent_within_target;
-    s.requests = signals_.requests;
-    s.within_target = signals_.within_target;
-    s.refused_for_deadline = refused_;
-    s.controller_value = controller_.value();
-    return s;
-  }
+  /// What the controller decided when a batch was last asked for.
+  [[nodiscard]] const batching_decision& last_decision() const noexcept { return last_; }
+  /// Requests deadline-aware admission refused.
+  [[nodiscard]] std::uint64_t refused_for_deadline() const noexcept { return refused_; }
+  [[nodiscard]] std::int64_t max_batch_size() const noexcept { return max_batch_size_; }
 
 private:
   /// The first request in line that is not cancelled (cancelled ones go to `exits`).

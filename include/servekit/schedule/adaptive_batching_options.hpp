@@ -11,12 +11,17 @@ namespace servekit {
 /// batch size to wait for and how long to wait, from the arrival rate and the batch latencies
 /// it observes, so that `target_percentile` percent of requests finish within
 /// `target_latency_microseconds` of their arrival.
+///
+/// In a model config: `dynamic_batching { adaptive { target_latency_microseconds: 50000 } }`
+/// (config.pbtxt) or `"dynamic_batching": {"adaptive": {...}}` (config.json), a servekit
+/// extension. The policy itself is chosen where the model is composed
+/// (`dynamic_batcher<adaptive<...>>`); other batchers ignore these settings.
 struct adaptive_batching_options {
   /// The latency objective, arrival to response. 0: none (the controllers then batch greedily:
   /// whatever is queued when an instance is free).
   std::uint64_t target_latency_microseconds = 0;
   /// The share of requests, in percent, that should meet the objective (99: the p99 latency).
-  double target_percentile = 99.0;
+  float target_percentile = 99.0F;
   /// The longest the controller may hold a batch open; 0: the objective bounds it.
   std::uint64_t max_queue_delay_bound_microseconds = 0;
   /// Time constant of the arrival-rate estimate: shorter follows bursts sooner, longer is

@@ -33,7 +33,7 @@ struct batching_signals {
                             std::size_t instance_count = 1)
       : rate{microseconds(o.rate_window_microseconds)}, target{microseconds(
                                                             o.target_latency_microseconds)},
-        percentile{std::clamp(o.target_percentile, 1.0, 100.0)},
+        percentile{std::clamp(static_cast<double>(o.target_percentile), 1.0, 100.0)},
         max_batch_size{std::max<std::int64_t>(max_batch, 1)}, instances{std::max<std::size_t>(
                                                                   instance_count, 1)},
         delay_bound{o.max_queue_delay_bound_microseconds != 0
@@ -76,22 +76,6 @@ struct batching_decision {
   duration max_delay{};
   std::int64_t at_most = std::numeric_limits<std::int64_t>::max();
   bool hold = false;
-};
-
-/// What the adaptive batcher reports of its controller (statistics and /metrics).
-struct batching_state {
-  std::int64_t wait_for = 1;              ///< the batch size it currently waits for
-  std::uint64_t max_delay_us = 0;         ///< how long it currently holds a batch open
-  std::int64_t at_most = 0;               ///< the largest batch it currently forms
-  double fixed_latency_us = 0.0;          ///< learned execution time: fixed part
-  double per_element_latency_us = 0.0;    ///< ... and per element
-  std::uint64_t profile_samples = 0;      ///< batches the profile learned from
-  double arrival_rate = 0.0;              ///< elements per second
-  double recent_within_target = 1.0;      ///< share of recent requests that met the objective
-  std::uint64_t requests = 0;             ///< executed since load
-  std::uint64_t within_target = 0;        ///< ... of which met the objective
-  std::uint64_t refused_for_deadline = 0; ///< refused by deadline-aware admission
-  double controller_value = 0.0;          ///< the rule's own knob (see each controller)
 };
 
 } // namespace servekit

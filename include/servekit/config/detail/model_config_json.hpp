@@ -16,6 +16,7 @@
 #include <servekit/core/shape.hpp>
 #include <servekit/queue/queue_policy.hpp>
 #include <servekit/runtime/model_options.hpp>
+#include <servekit/schedule/adaptive_batching_options.hpp>
 #include <servekit/schedule/dynamic_batching_options.hpp>
 #include <servekit/schedule/ensemble_scheduling_options.hpp>
 #include <servekit/schedule/sequence_batching_options.hpp>
@@ -328,6 +329,7 @@ template <class T>
 
 [[nodiscard]] SERVEKIT_DECL json write_message(const tensor_config& tensor);
 [[nodiscard]] SERVEKIT_DECL json write_message(const queue_policy& policy);
+[[nodiscard]] SERVEKIT_DECL json write_message(const adaptive_batching_options& options);
 [[nodiscard]] SERVEKIT_DECL json write_message(const dynamic_batching_options& options);
 [[nodiscard]] SERVEKIT_DECL json write_message(const sequence_control& control);
 [[nodiscard]] SERVEKIT_DECL json write_message(const control_input& input);
@@ -568,6 +570,9 @@ inline constexpr std::string_view ensemble_platform = "ensemble";
 SERVEKIT_DECL void read_inputs(const json& value, const std::string& path, model_options& out);
 
 SERVEKIT_DECL void read_outputs(const json& value, const std::string& path, model_options& out);
+
+[[nodiscard]] SERVEKIT_DECL adaptive_batching_options
+read_adaptive_batching(const json& value, const std::string& path);
 
 [[nodiscard]] SERVEKIT_DECL dynamic_batching_options read_dynamic_batching(const json& value,
                                                                            const std::string& path);

@@ -197,6 +197,27 @@ SERVEKIT_DECL void read_priority_queue_policy(const json& value, const std::stri
   out.priority.priority_queue_policy = std::move(policies);
 }
 
+inline constexpr json_field<adaptive_batching_options> adaptive_batching_fields[] = {
+    member_field<&adaptive_batching_options::target_latency_microseconds>(
+        "target_latency_microseconds"),
+    member_field<&adaptive_batching_options::target_percentile>("target_percentile"),
+    member_field<&adaptive_batching_options::max_queue_delay_bound_microseconds>(
+        "max_queue_delay_bound_microseconds"),
+    member_field<&adaptive_batching_options::rate_window_microseconds>("rate_window_microseconds"),
+    member_field<&adaptive_batching_options::deadline_admission>("deadline_admission"),
+};
+
+[[nodiscard]] SERVEKIT_DECL adaptive_batching_options
+read_adaptive_batching(const json& value, const std::string& path) {
+  adaptive_batching_options out;
+  read_fields(value, path, out, adaptive_batching_fields);
+  return out;
+}
+
+[[nodiscard]] SERVEKIT_DECL json write_message(const adaptive_batching_options& options) {
+  return write_fields(options, adaptive_batching_fields);
+}
+
 inline constexpr auto dynamic_priority = &dynamic_batching_options::priority;
 
 inline constexpr json_field<dynamic_batching_options> dynamic_batching_fields[] = {
@@ -212,6 +233,8 @@ inline constexpr json_field<dynamic_batching_options> dynamic_batching_fields[] 
      write_unless_default<dynamic_priority, &priority_options::default_queue_policy>},
     {"priority_queue_policy", read_priority_queue_policy,
      write_unless_default<dynamic_priority, &priority_options::priority_queue_policy>},
+    {"adaptive", read_with<read_adaptive_batching, &dynamic_batching_options::adaptive>,
+     write_unless_default<&dynamic_batching_options::adaptive>},
 };
 
 [[nodiscard]] SERVEKIT_DECL dynamic_batching_options

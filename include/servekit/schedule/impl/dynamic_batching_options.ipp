@@ -23,6 +23,20 @@ SERVEKIT_DECL void validate(const dynamic_batching_options& o, std::int32_t max_
                              std::to_string(max_batch_size) + ")");
     }
   }
+  const auto& a = o.adaptive;
+  if (!(a.target_percentile > 0.0F && a.target_percentile <= 100.0F)) {
+    throw config_error(config_error_code::bad_value, base + "/adaptive/target_percentile",
+                       "adaptive batching's target percentile must be in (0, 100], got " +
+                           std::to_string(a.target_percentile));
+  }
+  if (a.rate_window_microseconds == 0) {
+    throw config_error(config_error_code::bad_value, base + "/adaptive/rate_window_microseconds",
+                       "adaptive batching's rate window must be positive");
+  }
+  if (a.deadline_admission && a.target_latency_microseconds == 0) {
+    throw config_error(config_error_code::bad_value, base + "/adaptive/deadline_admission",
+                       "deadline admission needs an objective: set target_latency_microseconds");
+  }
   const auto& p = o.priority;
   if (p.priority_levels != 0 &&
       (p.default_priority_level < 1 || p.default_priority_level > p.priority_levels)) {
