@@ -28,6 +28,11 @@
 #include <servekit/schedule/sequence_batcher.hpp>
 #include <servekit/state/state_store.hpp>
 
+// After dynamic_batcher.hpp on purpose: a batch rule's static_assert is then reached through this
+// file's own include of it, and clang's "In file included from" chain above the message stays
+// two lines long (tests/compile_fail checks the rule is named within the first ten lines).
+#include <servekit/runtime/adaptive_statistics.hpp>
+
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
@@ -272,8 +277,9 @@ public:
 
   [[nodiscard]] statistics_snapshot statistics() const {
     statistics_snapshot s = stats_.snapshot();
-    if constexpr (requires { shell_.adaptive_batching(); }) {
-      s.adaptive_batching = shell_.adaptive_batching();
+    if constexpr (reports_adaptive_batching<core_type>) {
+      s.adaptive_batching = shell_.inspect_core(
+          [](const core_type& core, time_point now) { return adaptive_snapshot(core, now); });
     }
     return s;
   }

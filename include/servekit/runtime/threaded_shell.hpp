@@ -11,7 +11,6 @@
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/intake.hpp>
 #include <servekit/queue/request_queue.hpp>
-#include <servekit/runtime/adaptive_statistics.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
@@ -120,11 +119,12 @@ public:
     }
   }
 
-  /// The adaptive batcher's state (statistics), read under the core's lock.
-  [[nodiscard]] adaptive_batching_snapshot
-  adaptive_batching() const requires reports_adaptive_batching<Core> {
+  /// `f(core, now)` under the core's lock: what statistics read of a core's own state (the
+  /// adaptive batcher's controller, runtime/adaptive_statistics.hpp).
+  template <class F>
+  [[nodiscard]] auto inspect_core(F&& f) const {
     const std::lock_guard lock{core_mutex_};
-    return adaptive_snapshot(core_, clock::now());
+    return std::forward<F>(f)(core_, clock::now());
   }
 
   /// Stops accepting requests and stops the instance threads, explicitly choosing what happens
@@ -400,7 +400,7 @@ private:
   std::vector<instance_placement> placements_;
 
   // The decision core and what feeds it.
-  mutable std::mutex core_mutex_; // mutable: statistics read the adaptive batcher's state
+  mutable std::mutex core_mutex_; // mutable: inspect_core reads the core for statistics
   Core core_;
   intake intake_;
   std::uint64_t next_sequence_ = 0; // guarded by core_mutex_
