@@ -228,13 +228,11 @@ public:
     o.started = started;
     o.finished = finished;
     o.elements = elements;
+    o.requests = arrivals.size();
     signals_.profile.observe(elements, finished - started);
     for (const time_point arrival : arrivals) {
       const duration latency = finished - arrival;
       signals_.observe_request(latency);
-      ++o.requests;
-      o.within_target +=
-          signals_.target == duration::zero() || latency <= signals_.target ? 1U : 0U;
       o.worst_latency = std::max(o.worst_latency, latency);
     }
     controller_.observe(o, signals_);

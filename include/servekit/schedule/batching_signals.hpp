@@ -64,8 +64,7 @@ struct batch_observation {
   time_point finished{};
   std::int64_t elements = 0;
   std::size_t requests = 0;
-  std::size_t within_target = 0; ///< requests that met the objective
-  duration worst_latency{};      ///< arrival to response, of the batch's oldest request
+  duration worst_latency{}; ///< arrival to response, of the batch's oldest request
 };
 
 /// A controller's answer: form a batch once `wait_for` elements are queued or the request
