@@ -18,6 +18,10 @@
 //           includes the wait for a thread. Goal: served_rps >= 3 x direct_rps at equal or lower
 //           p99.
 //
+// profile   module.forward at batch sizes 1 to 32 (medians), fitted as a + c * b: the latency
+//           profile bench_adaptive's `libtorch` backend uses (batch_fixed_us, batch_per_element_us,
+//           batch_fit_r2; docs/adaptive-batching.md).
+//
 // The last line with --json is one JSON object with every figure. See docs/benchmarks.md.
 #include "harness/command_line.hpp"
 #include "harness/machine.hpp"
@@ -26,6 +30,7 @@
 
 #include <servekit/libtorch/backend.hpp>
 #include <servekit/repository.hpp>
+#include <servekit/runtime/capacity_planner.hpp>
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -303,6 +308,33 @@ int main(int argc, char** argv) {
     wrong += calls.wrong;
     figures.row("direct_p50_us", servekit_bench::percentile(calls.us, 0.5),
                 "module.forward, one request");
+
+    // The latency profile by batch size, fitted as the capacity planner fits a server's batch
+    // statistics (the same least squares).
+    std::vector<servekit::batch_time> profile;
+    for (const std::int64_t size : {1, 2, 4, 8, 16, 32}) {
+      std::vector<float> rows(static_cast<std::size_t>(size) * 64);
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        rows[i] = request.inputs[0].values<float>()[i % 64];
+      }
+      const auto timed = servekit_bench::time_calls(samples / 20, samples / 5, [&](std::uint64_t) {
+        std::vector<c10::IValue> arguments{at::from_blob(rows.data(), {size, 1, 8, 8}, at::kFloat)};
+        return own.forward(arguments).toTensor().size(0) == size;
+      });
+      wrong += timed.wrong;
+      profile.push_back({size, timed.us.size(), servekit_bench::percentile(timed.us, 0.5)});
+    }
+    std::printf("forward by batch size (p50 us):");
+    for (const auto& row : profile) {
+      std::printf(" %lld: %.1f", static_cast<long long>(row.batch_size), row.mean_us);
+    }
+    std::printf("\n");
+    if (const auto fit = servekit::fit_latency(profile)) {
+      figures.row("batch_fixed_us", fit->fixed_us, "forward at batch b ~ a + c*b: a");
+      figures.row("batch_per_element_us", fit->per_element_us, "c");
+      figures.row("batch_fit_r2", fit->r2, "of the fit over batch sizes 1..32");
+      figures.row("batch32_p50_us", profile.back().mean_us, "forward, one batch of 32");
+    }
   }
   {
     waiter w;

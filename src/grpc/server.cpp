@@ -583,6 +583,23 @@ void put_statistics(inference::ModelStatistics& out, const model_options& config
     put_duration(e.mutable_fail(), r.fail);
     put_duration(e.mutable_empty_response(), r.empty_response);
   }
+  if (const auto& a = stats.adaptive_batching) {
+    auto* e = out.mutable_adaptive_batching();
+    e->set_target_latency_us(a->target_latency_us);
+    e->set_target_percentile(a->target_percentile);
+    e->set_wait_for(a->wait_for);
+    e->set_max_delay_us(a->max_delay_us);
+    e->set_at_most(a->at_most);
+    e->set_fixed_latency_us(a->fixed_latency_us);
+    e->set_per_element_latency_us(a->per_element_latency_us);
+    e->set_profile_samples(a->profile_samples);
+    e->set_arrival_rate(a->arrival_rate);
+    e->set_recent_within_target(a->recent_within_target);
+    e->set_requests(a->requests);
+    e->set_within_target(a->within_target);
+    e->set_refused_for_deadline(a->refused_for_deadline);
+    e->set_controller_value(a->controller_value);
+  }
 }
 
 std::optional<::grpc::Status> ModelStatistics_kind::handle(server_state& s,

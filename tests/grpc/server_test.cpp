@@ -8,6 +8,7 @@
 
 #include "bundled_backends.hpp"
 
+#include <servekit/config/model_config_json.hpp>
 #include <servekit/grpc/server.hpp>
 #include <servekit/repository/model_repository.hpp>
 
@@ -694,6 +695,49 @@ TEST(GrpcServer, ModelStatisticsCountInferences) {
   q.set_name("nope");
   EXPECT_EQ(s.stub().ModelStatistics(&unknown, q, &stats).error_code(),
             ::grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(GrpcServer, ModelStatisticsCarryTheAdaptiveBatcher) {
+  served s;
+  // add_sub served by the adaptive batcher (servekit's dynamic_batching.adaptive extension).
+  const servekit::model_options config = servekit::load_model_config(R"({
+    "name": "add_sub_adaptive", "backend": "add_sub", "max_batch_size": 8,
+    "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [16]},
+              {"name": "INPUT1", "data_type": "TYPE_FP32", "dims": [16]}],
+    "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [16]},
+               {"name": "OUTPUT1", "data_type": "TYPE_FP32", "dims": [16]}],
+    "dynamic_batching": {"adaptive": {"target_latency_microseconds": 10000000}},
+    "instance_group": [{"count": 2, "kind": "KIND_CPU"}]})");
+  const auto added = s.models().add(
+      "add_sub_adaptive", 1, [&] { return servekit_server::bundled_backends::make(config); });
+  ASSERT_TRUE(added.ok()) << added.message();
+  inference::ModelInferRequest q = add_sub_request();
+  q.set_model_name("add_sub_adaptive");
+  inference::ModelInferResponse r;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(infer(s, q, r).ok());
+  }
+  context c;
+  inference::ModelStatisticsRequest ask;
+  ask.set_name("add_sub_adaptive");
+  inference::ModelStatisticsResponse stats;
+  ASSERT_TRUE(s.stub().ModelStatistics(&c, ask, &stats).ok());
+  ASSERT_EQ(stats.model_stats_size(), 1);
+  ASSERT_TRUE(stats.model_stats(0).has_adaptive_batching());
+  const auto& a = stats.model_stats(0).adaptive_batching();
+  EXPECT_EQ(a.target_latency_us(), 10'000'000U);
+  // A batch reaches the controller when its instance next takes the core's lock, so the last
+  // batches (one per instance, at most two here) may still be on their way.
+  EXPECT_LE(a.requests(), 3U);
+  EXPECT_GE(a.requests(), 1U);
+  EXPECT_EQ(a.within_target(), a.requests()); // 10 s: every request meets it
+  EXPECT_GE(a.wait_for(), 1);
+
+  context plain;
+  ask.set_name("add_sub");
+  ASSERT_TRUE(s.stub().ModelStatistics(&plain, ask, &stats).ok());
+  ASSERT_EQ(stats.model_stats_size(), 1);
+  EXPECT_FALSE(stats.model_stats(0).has_adaptive_batching());
 }
 
 TEST(GrpcServer, RepositoryIndex) {

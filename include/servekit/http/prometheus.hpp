@@ -10,9 +10,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -322,24 +324,36 @@ private:
     }
   }
 
+  /// One family over the models whose statistics hold the optional part `part` (the adaptive
+  /// batcher's, a generative model's), labelled with `labels` (e.labels or e.vllm_labels).
+  template <class Part, class Value>
+  void optional_family(std::string& out, std::optional<Part> statistics_snapshot::*part,
+                       std::string entry::*labels, std::string_view name, std::string_view type,
+                       std::string_view help, Value value) const {
+    detail::append_prometheus_family_header(out, name, type, help);
+    for (const auto& e : entries_) {
+      if (const auto& p = e.stats.*part) {
+        fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, e.*labels, value(*p));
+      }
+    }
+  }
+
+  /// Whether any added model's statistics hold the optional part `part`.
+  template <class Part>
+  [[nodiscard]] bool any_has(std::optional<Part> statistics_snapshot::*part) const {
+    return std::any_of(entries_.begin(), entries_.end(),
+                       [part](const entry& e) { return (e.stats.*part).has_value(); });
+  }
+
   /// The adaptive batcher's gauges and counters; left out when no added model has one.
   void adaptive_families(std::string& out) const {
-    bool any = false;
-    for (const auto& e : entries_) {
-      any = any || e.stats.adaptive_batching.has_value();
-    }
-    if (!any) {
+    constexpr auto part = &statistics_snapshot::adaptive_batching;
+    if (!any_has(part)) {
       return;
     }
     const auto family = [&](std::string_view name, std::string_view type, std::string_view help,
                             auto value) {
-      detail::append_prometheus_family_header(out, name, type, help);
-      for (const auto& e : entries_) {
-        if (e.stats.adaptive_batching) {
-          fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, e.labels,
-                         value(*e.stats.adaptive_batching));
-        }
-      }
+      optional_family(out, part, &entry::labels, name, type, help, value);
     };
     using snapshot = adaptive_batching_snapshot;
     family("servekit_adaptive_wait_for", "gauge",
@@ -377,30 +391,15 @@ private:
   /// A generative model's families, under vLLM's names (what the Gateway API Inference
   /// Extension scrapes); left out when no added model is generative.
   void generation_families(std::string& out) const {
-    bool any = false;
-    for (const auto& e : entries_) {
-      any = any || e.stats.generation.has_value();
-    }
-    if (!any) {
+    constexpr auto part = &statistics_snapshot::generation;
+    if (!any_has(part)) {
       return;
     }
     const auto gauge = [&](std::string_view name, std::string_view help, auto value) {
-      detail::append_prometheus_family_header(out, name, "gauge", help);
-      for (const auto& e : entries_) {
-        if (e.stats.generation) {
-          fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, e.vllm_labels,
-                         value(*e.stats.generation));
-        }
-      }
+      optional_family(out, part, &entry::vllm_labels, name, "gauge", help, value);
     };
     const auto counter_of = [&](std::string_view name, std::string_view help, auto value) {
-      detail::append_prometheus_family_header(out, name, "counter", help);
-      for (const auto& e : entries_) {
-        if (e.stats.generation) {
-          fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, e.vllm_labels,
-                         value(*e.stats.generation));
-        }
-      }
+      optional_family(out, part, &entry::vllm_labels, name, "counter", help, value);
     };
     gauge("vllm:num_requests_running", "Number of requests in model execution batches",
           [](const generation_snapshot& g) { return g.num_requests_running; });
