@@ -34,7 +34,7 @@ struct state_spec {
 
 /// The contents of `<model_directory>/initial_state/<data_file>` for state `index`, checked
 /// against the initial dims. Throws config_error.
-[[nodiscard]] inline buffer read_initial_state(const state_store_config& config, std::size_t index,
+[[nodiscard]] inline buffer initial_state_file(const state_store_config& config, std::size_t index,
                                                const shape& dims) {
   const auto& initial = config.states[index].initial_state.front();
   const auto at =
@@ -97,7 +97,7 @@ struct state_spec {
   if (!options.initial_state.empty() && !options.initial_state.front().zero_data &&
       !options.initial_state.front().data_file.empty()) {
     spec.from_file = true;
-    spec.initial_bytes = read_initial_state(config, index, spec.initial_dims);
+    spec.initial_bytes = initial_state_file(config, index, spec.initial_dims);
   }
   return spec;
 }
