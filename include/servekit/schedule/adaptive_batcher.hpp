@@ -9,6 +9,7 @@
 #include <servekit/schedule/batch_plan.hpp>
 #include <servekit/schedule/batching_controllers.hpp>
 #include <servekit/schedule/batching_signals.hpp>
+#include <servekit/schedule/detail/queue_backed_core.hpp>
 #include <servekit/schedule/dynamic_batcher.hpp>
 #include <servekit/schedule/scheduler.hpp>
 
@@ -43,27 +44,20 @@ struct adaptive {
 /// With deadline admission on (adaptive_batching_options::deadline_admission), `admit` refuses a
 /// request whose deadline the work ahead of it would make it miss, predicted from the profile.
 template <batching_controller Controller>
-class adaptive_batch_core {
+class adaptive_batch_core : private detail::queue_backed_core {
 public:
   explicit adaptive_batch_core(const scheduler_settings& s)
-      : queue_{s.dynamic_batching.priority}, compatibility_{s.compatibility},
+      : queue_backed_core{s.dynamic_batching.priority}, compatibility_{s.compatibility},
         signals_{s.dynamic_batching.adaptive, s.max_batch_size, s.instances},
         max_batch_size_{std::max<std::int64_t>(s.max_batch_size, 1)},
         hold_until_{s.hold_until_queued}, admission_{
                                               s.dynamic_batching.adaptive.deadline_admission} {}
 
-  [[nodiscard]] std::uint32_t level_of(const request& r) const noexcept {
-    return queue_.level_of(r.priority);
-  }
-  [[nodiscard]] std::uint32_t max_queue_size(std::uint32_t level) const noexcept {
-    return queue_.policy(level).max_queue_size;
-  }
-  [[nodiscard]] time_point deadline_of(const request& r) const noexcept {
-    const std::uint64_t timeout = queue_.timeout_us(r, queue_.level_of(r.priority));
-    return timeout == 0 ? never : deadline_after(r.arrival, timeout);
-  }
-  [[nodiscard]] bool has_room(std::uint32_t level) const noexcept { return queue_.has_room(level); }
-  [[nodiscard]] const request_queue& queue() const noexcept { return queue_; }
+  using queue_backed_core::deadline_of;
+  using queue_backed_core::has_room;
+  using queue_backed_core::level_of;
+  using queue_backed_core::max_queue_size;
+  using queue_backed_core::queue;
   [[nodiscard]] std::size_t size() const noexcept {
     return queue_.size() + refused_requests_.size();
   }
@@ -287,7 +281,6 @@ private:
     return latency_profile::duration_of(static_cast<double>(rounds) * each + busy);
   }
 
-  request_queue queue_;
   batch_compatibility compatibility_;
   batching_signals signals_;
   Controller controller_;

@@ -5,6 +5,7 @@
 #include <servekit/core/clock.hpp>
 #include <servekit/queue/request_queue.hpp>
 #include <servekit/schedule/batch_plan.hpp>
+#include <servekit/schedule/detail/queue_backed_core.hpp>
 #include <servekit/schedule/scheduler.hpp>
 
 #include <algorithm>
@@ -71,10 +72,10 @@ consteval bool check_batch_rule() {
 /// Because batches form only when an instance asks, a batch keeps growing until an instance
 /// actually starts it (Triton grows its pending payload for the same effect).
 template <batch_rule Rule = accept_every_request>
-class dynamic_batch_core {
+class dynamic_batch_core : private detail::queue_backed_core {
 public:
   explicit dynamic_batch_core(const scheduler_settings& s)
-      : queue_{s.dynamic_batching.priority}, compatibility_{s.compatibility},
+      : queue_backed_core{s.dynamic_batching.priority}, compatibility_{s.compatibility},
         max_batch_size_{std::max<std::int64_t>(s.max_batch_size, 1)},
         max_delay_{microseconds(s.dynamic_batching.max_queue_delay_microseconds)},
         hold_until_{s.hold_until_queued} {
@@ -88,18 +89,11 @@ public:
     max_preferred_ = preferred_.back();
   }
 
-  [[nodiscard]] std::uint32_t level_of(const request& r) const noexcept {
-    return queue_.level_of(r.priority);
-  }
-  [[nodiscard]] std::uint32_t max_queue_size(std::uint32_t level) const noexcept {
-    return queue_.policy(level).max_queue_size;
-  }
-  [[nodiscard]] time_point deadline_of(const request& r) const noexcept {
-    const std::uint64_t timeout = queue_.timeout_us(r, queue_.level_of(r.priority));
-    return timeout == 0 ? never : deadline_after(r.arrival, timeout);
-  }
-  [[nodiscard]] bool has_room(std::uint32_t level) const noexcept { return queue_.has_room(level); }
-  [[nodiscard]] const request_queue& queue() const noexcept { return queue_; }
+  using queue_backed_core::deadline_of;
+  using queue_backed_core::has_room;
+  using queue_backed_core::level_of;
+  using queue_backed_core::max_queue_size;
+  using queue_backed_core::queue;
   [[nodiscard]] std::size_t size() const noexcept { return queue_.size(); }
 
   void enqueue(pending_ptr p) {
@@ -233,7 +227,6 @@ public:
   }
 
 private:
-  request_queue queue_;
   batch_compatibility compatibility_;
   std::vector<std::int64_t> preferred_;
   std::int64_t max_batch_size_;
