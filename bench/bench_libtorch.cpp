@@ -10,8 +10,11 @@
 // max_batch_size 32, 2 instances of 1 intra-op thread each.
 //
 // direct    module.forward on one [1, 1, 8, 8] request in a loop (the floor): direct_p50_us.
-// served    the same request through the repository's model, one at a time: served_p50_us.
-//           Goal: served <= 1.05 x direct + one pingpong_us (a condition_variable hand-off).
+// served    the same request through the repository's model, one at a time, with infer_sync
+//           (the caller watches for its response before it sleeps): served_p50_us. Goal: served
+//           <= 1.05 x direct + one pingpong_us (a condition_variable hand-off). served_cv_p50_us
+//           is a client that sleeps on a condition_variable at once. The three take turns in
+//           blocks of 50 calls, so that the machine's drifting speed falls on each alike.
 // load      64 requests in flight: served_rps (dynamic batching) against direct_rps (the same
 //           offered load served first come first served by as many threads as cores, each
 //           calling forward on one request at a time with a module of its own); p99 of each
@@ -300,14 +303,64 @@ int main(int argc, char** argv) {
     torch::jit::Module own = module.clone();
     const c10::InferenceMode inference;
     auto request = image_request();
-    const auto calls = servekit_bench::time_calls(samples / 10, samples, [&](std::uint64_t) {
+    const auto direct_call = [&](std::uint64_t) {
       std::vector<c10::IValue> arguments{
           at::from_blob(request.inputs[0].data.data(), {1, 1, 8, 8}, at::kFloat)};
       return own.forward(arguments).toTensor().size(1) == 10;
-    });
-    wrong += calls.wrong;
-    figures.row("direct_p50_us", servekit_bench::percentile(calls.us, 0.5),
+    };
+    const servekit::model_ref served = model->model();
+    const auto served_call = [&](std::uint64_t) {
+      return right(served.infer_sync(image_request()));
+    };
+    waiter cv_client;
+    cv_client.to_callback_us.reserve(static_cast<std::size_t>(samples) * 2);
+    const auto served_cv_call = [&](std::uint64_t) { return cv_client.call(served); };
+
+    // The three take turns in blocks of 50 calls, so that a slow spell of this shared machine
+    // (its speed drifts by 2x over seconds) falls on each of them alike: the goal compares them.
+    constexpr int block = 50;
+    servekit_bench::timed_calls direct;
+    servekit_bench::timed_calls served_sync;
+    servekit_bench::timed_calls served_cv;
+    const auto take = [&](servekit_bench::timed_calls& into, const servekit_bench::timed_calls& c) {
+      into.us.insert(into.us.end(), c.us.begin(), c.us.end());
+      into.wrong += c.wrong;
+    };
+    // Context switches per call (every thread of the process), a figure this machine's noise
+    // leaves alone: each one is a thread that slept or was pushed off its CPU.
+    double sync_switches = 0;
+    double cv_switches = 0;
+    const auto switches_during = [](auto&& run) {
+      const double before = servekit_bench::process_usage::now().switches;
+      run();
+      return servekit_bench::process_usage::now().switches - before;
+    };
+    for (int round = 0; round < samples / block; ++round) {
+      const int warmup = round == 0 ? block : 0;
+      take(direct, servekit_bench::time_calls(warmup, block, direct_call));
+      sync_switches += switches_during(
+          [&] { take(served_sync, servekit_bench::time_calls(warmup, block, served_call)); });
+      cv_switches += switches_during(
+          [&] { take(served_cv, servekit_bench::time_calls(warmup, block, served_cv_call)); });
+    }
+    const auto per_call = [&](double switches) {
+      return switches / static_cast<double>(samples / block * block + block);
+    };
+    wrong += direct.wrong + served_sync.wrong + served_cv.wrong;
+    figures.row("direct_p50_us", servekit_bench::percentile(direct.us, 0.5),
                 "module.forward, one request");
+    figures.row("served_p50_us", servekit_bench::percentile(served_sync.us, 0.5),
+                "through model<>, one at a time (infer_sync)");
+    figures.row("served_overhead_us", figures.get("served_p50_us") - figures.get("direct_p50_us"),
+                "served_p50_us - direct_p50_us");
+    figures.row("served_switches_per_call", per_call(sync_switches),
+                "context switches per infer_sync call, all threads");
+    figures.row("served_cv_p50_us", servekit_bench::percentile(served_cv.us, 0.5),
+                "the same, the client asleep on a condition_variable");
+    figures.row("served_cv_switches_per_call", per_call(cv_switches));
+    figures.row("served_to_callback_p50_us",
+                servekit_bench::percentile(cv_client.to_callback_us, 0.5),
+                "submit to the response callback, before that client's wake-up");
 
     // The latency profile by batch size, fitted as the capacity planner fits a server's batch
     // statistics (the same least squares).
@@ -336,20 +389,6 @@ int main(int argc, char** argv) {
       figures.row("batch32_p50_us", profile.back().mean_us, "forward, one batch of 32");
     }
   }
-  {
-    waiter w;
-    w.to_callback_us.reserve(static_cast<std::size_t>(samples) * 2);
-    const auto calls = servekit_bench::time_calls(
-        samples / 10, samples, [&](std::uint64_t) { return w.call(model->model()); });
-    wrong += calls.wrong;
-    figures.row("served_p50_us", servekit_bench::percentile(calls.us, 0.5),
-                "through model<>, one at a time");
-    figures.row("served_overhead_us", figures.get("served_p50_us") - figures.get("direct_p50_us"),
-                "served_p50_us - direct_p50_us");
-    figures.row("served_to_callback_p50_us", servekit_bench::percentile(w.to_callback_us, 0.5),
-                "submit to the response callback, before the client's wake-up");
-  }
-
   const unsigned cores = std::max(1U, host.nproc);
   const load_result direct = direct_load(module, cores, seconds);
   figures.row("direct_rps", direct.rps,

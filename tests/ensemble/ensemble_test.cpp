@@ -88,6 +88,13 @@ TEST_F(Pipeline, RunsEveryStepAndAnswersWithTheOutputs) {
   EXPECT_EQ(r.find_output("CLASSIFICATION")->shape, (shape{1, 4}));
 }
 
+TEST_F(Pipeline, InferSyncWaitsForTheWholePipeline) {
+  const servekit::response r = p.infer_sync(make_request("IMAGE", 2.0F));
+  ASSERT_TRUE(r.ok()) << r.status.message();
+  EXPECT_EQ(first_value(r, "CLASSIFICATION"), 6.0F); // (2 + 1) * 2
+  EXPECT_EQ(first_value(r, "SEGMENTATION"), 9.0F);   // (2 + 1) * 3
+}
+
 TEST_F(Pipeline, RunsOnlyTheStepsTheRequestedOutputsNeed) {
   auto req = make_request("IMAGE", 1.0F);
   req.requested_outputs = {"CLASSIFICATION"};

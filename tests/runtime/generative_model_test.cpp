@@ -146,6 +146,13 @@ TEST(generative_model, the_model_default_max_tokens) {
   EXPECT_EQ(text_of(r), reference("defaults", 5, false));
 }
 
+TEST(generative_model, infer_sync_returns_the_last_tokens_response) {
+  llm m{options({{"default_max_tokens", "5"}})};
+  const auto r = m.infer_sync(prompt("defaults"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(text_of(r), reference("defaults", 5, false));
+}
+
 TEST(generative_model, bad_requests_are_refused_at_submit_naming_what_is_wrong) {
   llm m{options({{"max_model_len", "64"}, {"num_gpu_blocks", "8"}, {"block_size", "8"}})};
   collector c;

@@ -97,6 +97,14 @@ public:
         std::move(r));
   }
 
+  /// The same, waiting on this thread for the final response: spins for `spin`, then sleeps
+  /// (see sync_response_spin). A rejected request returns the failed response.
+  [[nodiscard]] response infer_sync(request&& r, duration spin = sync_response_spin) {
+    return detail::infer_sync_with(
+        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
+        std::move(r), spin);
+  }
+
   /// Cancels requests whose tokens come from `source`: step requests queued in composing
   /// models are answered `cancelled` at once; steps not yet sent are not sent.
   void cancel(cancellation_source& source) { targets_.cancel(source); }

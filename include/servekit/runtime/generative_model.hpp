@@ -15,6 +15,7 @@
 
 #include <servekit/backend/request_validator.hpp>
 #include <servekit/cache/cache_eligibility.hpp>
+#include <servekit/core/clock.hpp>
 #include <servekit/runtime/auto_complete.hpp>
 #include <servekit/runtime/detail/infer.hpp>
 #include <servekit/runtime/detail/policy_pack.hpp>
@@ -105,6 +106,14 @@ public:
     return detail::infer_with(
         [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
         std::move(r));
+  }
+
+  /// The same, waiting on this thread for the final response: spins for `spin`, then sleeps
+  /// (see sync_response_spin). A rejected request returns the failed response.
+  [[nodiscard]] response infer_sync(request&& r, duration spin = sync_response_spin) {
+    return detail::infer_sync_with(
+        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
+        std::move(r), spin);
   }
 
   /// Cancels the requests whose tokens come from `source`: answered `cancelled`, their KV

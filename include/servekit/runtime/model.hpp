@@ -8,6 +8,7 @@
 #include <servekit/cache/cache_eligibility.hpp>
 #include <servekit/cache/detail/cached_submit.hpp>
 #include <servekit/cache/response_cache.hpp>
+#include <servekit/core/clock.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
@@ -265,6 +266,14 @@ public:
     return detail::infer_with(
         [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
         std::move(r));
+  }
+
+  /// The same, waiting on this thread for the final response: spins for `spin`, then sleeps
+  /// (see sync_response_spin). A rejected request returns the failed response.
+  [[nodiscard]] response infer_sync(request&& r, duration spin = sync_response_spin) {
+    return detail::infer_sync_with(
+        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
+        std::move(r), spin);
   }
 
   /// Cancels the requests whose tokens come from `source`. Queued ones are answered with

@@ -6,13 +6,16 @@
 
 #include <servekit/backend/tensor_declaration.hpp>
 #include <servekit/core/cancellation.hpp>
+#include <servekit/core/clock.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/core/status.hpp>
 #include <servekit/metrics/statistics.hpp>
+#include <servekit/runtime/detail/infer.hpp>
 
 #include <concepts>
 #include <cstdint>
+#include <future>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -126,6 +129,19 @@ public:
 
   [[nodiscard]] status submit(request&& r, response_sink sink) const {
     return ops_->submit(self_, std::move(r), std::move(sink));
+  }
+  /// submit() as a future; a rejected request's future holds the failed response.
+  [[nodiscard]] std::future<response> infer(request&& r) const {
+    return detail::infer_with(
+        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
+        std::move(r));
+  }
+  /// submit(), waiting on this thread for the final response: spins for `spin`, then sleeps (see
+  /// sync_response_spin). A rejected request returns the failed response.
+  [[nodiscard]] response infer_sync(request&& r, duration spin = sync_response_spin) const {
+    return detail::infer_sync_with(
+        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
+        std::move(r), spin);
   }
   void cancel(cancellation_source& source) const { ops_->cancel(self_, source); }
   [[nodiscard]] std::string_view name() const { return ops_->name(self_); }

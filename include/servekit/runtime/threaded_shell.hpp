@@ -94,7 +94,11 @@ public:
     p->ticket = submitted_.fetch_add(1, std::memory_order_seq_cst);
     stats_.add_pending(1);
     intake_.push(std::move(p));
-    if (idle_.load(std::memory_order_seq_cst) > 0) {
+    // An instance spinning for work takes this request without being woken; waking a parked one
+    // as well would cost this thread a futex system call and the machine a thread that wakes to
+    // find nothing (on two cores, one that competes with the spinner and the client).
+    if (spinning_.load(std::memory_order_seq_cst) == 0 &&
+        idle_.load(std::memory_order_seq_cst) > 0) {
       idle_spot_.wake_one();
     }
     runtime_.wake_timekeeper_before(deadline);
@@ -241,8 +245,11 @@ private:
     return consumed_.load(std::memory_order_seq_cst) != submitted_.load(std::memory_order_seq_cst);
   }
 
+  /// Wakes a parked instance unless one is spinning: a spinner sees the core's generation change
+  /// (take_intake bumps it) or the unseen work, and comes for it.
   void wake_idle_instance() noexcept {
-    if (idle_.load(std::memory_order_seq_cst) > 0) {
+    if (spinning_.load(std::memory_order_seq_cst) == 0 &&
+        idle_.load(std::memory_order_seq_cst) > 0) {
       idle_spot_.wake_one();
     }
   }
@@ -287,8 +294,8 @@ private:
         detail::answer_early_exits(exits, stats_, clock::now());
       }
       if (formed) {
-        if (more && idle_.load(std::memory_order_seq_cst) > 0) {
-          idle_spot_.wake_one(); // another instance can start the rest
+        if (more) {
+          wake_idle_instance(); // another instance can start the rest
         }
         execute(self, plan, b, sequence, done);
         continue;
@@ -302,13 +309,20 @@ private:
     }
   }
 
-  /// Spins briefly before sleeping (see detail::spin_for_work). Spinning instances are not
-  /// counted in idle_, so submitters do not try to wake them.
-  [[nodiscard]] bool spin_for_work(time_point deadline, std::uint64_t generation) const noexcept {
-    return detail::spin_for_work(deadline, [&] {
+  /// Spins briefly before sleeping (see detail::spin_for_work). Spinning instances are counted in
+  /// spinning_, not idle_: a submitter that sees one spinning wakes nobody. That is safe by the
+  /// same Dekker pairing as park(): a submitter publishes its request and then reads spinning_,
+  /// while a spinner that gives up lowers spinning_ and then (in park) looks for unseen work; so
+  /// either the submitter sees no spinner and wakes a parked instance, or the former spinner sees
+  /// the request and does not sleep.
+  [[nodiscard]] bool spin_for_work(time_point deadline, std::uint64_t generation) noexcept {
+    spinning_.fetch_add(1, std::memory_order_seq_cst);
+    const bool found = detail::spin_for_work(deadline, [&] {
       return has_unseen_work() || core_generation_.load(std::memory_order_relaxed) != generation ||
              !runtime_.running(std::memory_order_relaxed);
     });
+    spinning_.fetch_sub(1, std::memory_order_seq_cst);
+    return found;
   }
 
   /// Sleeps until `deadline`, unless work arrived since the core said "nothing to form" at
@@ -412,6 +426,7 @@ private:
 
   // Sleeping and waking.
   alignas(64) std::atomic<int> idle_{0};
+  std::atomic<int> spinning_{0}; // instances in spin_for_work
   detail::parking_spot idle_spot_;
   bool timekeeper_ = false; // a queue policy has timeouts
   // The instances, their threads, the timekeeper and the lifecycle, built after the core; here

@@ -1,18 +1,34 @@
 #pragma once
 /// \file
-/// infer(): `submit` as a future, shared by models and ensembles.
+/// infer() and infer_sync(): `submit` as a future, or as a call that waits for the final response.
+/// Shared by models, ensembles and model_ref.
 
+#include <servekit/core/clock.hpp>
 #include <servekit/core/request.hpp>
 #include <servekit/core/response.hpp>
 #include <servekit/core/response_sink.hpp>
 #include <servekit/core/status.hpp>
+#include <servekit/runtime/detail/cpu_relax.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
-namespace servekit::detail {
+namespace servekit {
+
+/// How long infer_sync() watches for its response before the caller sleeps. A response that
+/// comes within it costs the caller no futex wake-up, which on a virtual machine is 25-30 us
+/// (docs/benchmarks.md, pingpong): longer than a small model's whole execute. One wake-up's worth
+/// of spinning per call is what a blocking caller can afford; a slower response then costs the
+/// caller the wake-up it would have cost anyway.
+inline constexpr duration sync_response_spin = std::chrono::microseconds{50};
+
+namespace detail {
 
 /// Calls `submit(request&&, response_sink)` and returns the final response as a future; a
 /// rejected request's future holds the failed response.
@@ -32,4 +48,59 @@ template <class Submit>
   return future;
 }
 
-} // namespace servekit::detail
+/// Where a synchronous caller's final response lands: on the caller's stack, so a call allocates
+/// nothing beyond what submit does. The instance thread moves the response in, then publishes it
+/// with a release store; the caller reads it after an acquire load.
+struct sync_slot {
+  response value;
+  std::atomic<std::uint32_t> ready{0};
+
+  void deliver(response&& out) {
+    value = std::move(out);
+    ready.store(1, std::memory_order_release);
+    // notify_one touches only the address (a futex wake), never the object, so the caller may
+    // return and free the slot the moment it sees `ready`.
+    ready.notify_one();
+  }
+
+  /// Spins for `spin` (pause, then yield so that a thread sharing this CPU can run: on a
+  /// machine with fewer cores than threads it may be the one answering), then sleeps.
+  void wait(duration spin) {
+    const time_point until = clock::now() + spin;
+    for (unsigned i = 1; ready.load(std::memory_order_acquire) == 0; ++i) {
+      if (i < 32) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
+      if (i % 8 == 0 && clock::now() >= until) {
+        while (ready.load(std::memory_order_acquire) == 0) {
+          ready.wait(0, std::memory_order_acquire);
+        }
+        return;
+      }
+    }
+  }
+};
+
+/// Calls `submit(request&&, response_sink)` and waits for the final response (partial responses
+/// of a decoupled model are dropped, as infer_with's future drops them); a rejected request
+/// returns the failed response.
+template <class Submit>
+[[nodiscard]] response infer_sync_with(Submit&& submit, request&& r, duration spin) {
+  sync_slot slot;
+  std::string id = r.id;
+  status s = submit(std::move(r), [&slot](response&& out) {
+    if (out.final) {
+      slot.deliver(std::move(out));
+    }
+  });
+  if (!s.ok()) {
+    return response::failure(std::move(s), std::move(id));
+  }
+  slot.wait(spin);
+  return std::move(slot.value);
+}
+
+} // namespace detail
+} // namespace servekit
