@@ -317,7 +317,8 @@ int main(int argc, char** argv) {
     const auto served_cv_call = [&](std::uint64_t) { return cv_client.call(served); };
 
     // The three take turns in blocks of 50 calls, so that a slow spell of this shared machine
-    // (its speed drifts by 2x over seconds) falls on each of them alike: the goal compares them.
+    // (forward alone drifts between 11 and 18 us in spells of milliseconds) falls on each of them
+    // alike: the goal compares them.
     constexpr int block = 50;
     servekit_bench::timed_calls direct;
     servekit_bench::timed_calls served_sync;
@@ -343,8 +344,8 @@ int main(int argc, char** argv) {
       cv_switches += switches_during(
           [&] { take(served_cv, servekit_bench::time_calls(warmup, block, served_cv_call)); });
     }
-    const auto per_call = [&](double switches) {
-      return switches / static_cast<double>(samples / block * block + block);
+    const auto per_call = [&](double switches) { // over the timed calls and the warm-up block
+      return switches / static_cast<double>(served_sync.us.size() + block);
     };
     wrong += direct.wrong + served_sync.wrong + served_cv.wrong;
     figures.row("direct_p50_us", servekit_bench::percentile(direct.us, 0.5),

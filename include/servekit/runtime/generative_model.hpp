@@ -103,17 +103,13 @@ public:
 
   /// The final response as a future (with `stream` true, the last token's).
   [[nodiscard]] std::future<response> infer(request&& r) {
-    return detail::infer_with(
-        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
-        std::move(r));
+    return detail::infer_with(*this, std::move(r));
   }
 
   /// The same, waiting on this thread for the final response: spins for `spin`, then sleeps
   /// (see sync_response_spin). A rejected request returns the failed response.
   [[nodiscard]] response infer_sync(request&& r, duration spin = sync_response_spin) {
-    return detail::infer_sync_with(
-        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
-        std::move(r), spin);
+    return detail::infer_sync_with(*this, std::move(r), spin);
   }
 
   /// Cancels the requests whose tokens come from `source`: answered `cancelled`, their KV

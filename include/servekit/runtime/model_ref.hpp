@@ -132,16 +132,12 @@ public:
   }
   /// submit() as a future; a rejected request's future holds the failed response.
   [[nodiscard]] std::future<response> infer(request&& r) const {
-    return detail::infer_with(
-        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
-        std::move(r));
+    return detail::infer_with(*this, std::move(r));
   }
   /// submit(), waiting on this thread for the final response: spins for `spin`, then sleeps (see
   /// sync_response_spin). A rejected request returns the failed response.
   [[nodiscard]] response infer_sync(request&& r, duration spin = sync_response_spin) const {
-    return detail::infer_sync_with(
-        [this](request&& q, response_sink sink) { return submit(std::move(q), std::move(sink)); },
-        std::move(r), spin);
+    return detail::infer_sync_with(*this, std::move(r), spin);
   }
   void cancel(cancellation_source& source) const { ops_->cancel(self_, source); }
   [[nodiscard]] std::string_view name() const { return ops_->name(self_); }

@@ -1,6 +1,11 @@
 #pragma once
 /// \file
-/// cpu_relax: the pause hint for spin-wait loops.
+/// cpu_relax, the pause hint, and spin_until, the spin-wait loop built on it (an instance
+/// watching for work, a synchronous caller watching for its response).
+
+#include <servekit/core/clock.hpp>
+
+#include <thread>
 
 namespace servekit::detail {
 
@@ -12,6 +17,26 @@ inline void cpu_relax() noexcept {
 #elif defined(__aarch64__) || defined(__arm__)
   asm volatile("yield" ::: "memory");
 #endif
+}
+
+/// Watches `done()` until it is true (returns true) or `until` has passed (returns false).
+/// Pauses first; then yields, so that a thread sharing this CPU gets to run (on a machine with
+/// fewer cores than threads it may be the one that makes `done()` true).
+template <class Done>
+[[nodiscard]] bool spin_until(time_point until, Done done) noexcept(noexcept(done())) {
+  for (unsigned i = 1;; ++i) {
+    if (done()) {
+      return true;
+    }
+    if (i < 32) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+    if (i % 8 == 0 && clock::now() >= until) {
+      return false;
+    }
+  }
 }
 
 } // namespace servekit::detail

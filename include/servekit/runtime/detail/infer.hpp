@@ -16,7 +16,6 @@
 #include <future>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 namespace servekit {
@@ -30,14 +29,14 @@ inline constexpr duration sync_response_spin = std::chrono::microseconds{50};
 
 namespace detail {
 
-/// Calls `submit(request&&, response_sink)` and returns the final response as a future; a
-/// rejected request's future holds the failed response.
-template <class Submit>
-[[nodiscard]] std::future<response> infer_with(Submit&& submit, request&& r) {
+/// `self.submit(r, sink)` with the final response as a future; a rejected request's future holds
+/// the failed response.
+template <class Servable>
+[[nodiscard]] std::future<response> infer_with(Servable& self, request&& r) {
   auto promise = std::make_shared<std::promise<response>>();
   std::future<response> future = promise->get_future();
   std::string id = r.id;
-  status s = submit(std::move(r), [promise](response&& out) {
+  status s = self.submit(std::move(r), [promise](response&& out) {
     if (out.final) {
       promise->set_value(std::move(out));
     }
@@ -63,34 +62,23 @@ struct sync_slot {
     ready.notify_one();
   }
 
-  /// Spins for `spin` (pause, then yield so that a thread sharing this CPU can run: on a
-  /// machine with fewer cores than threads it may be the one answering), then sleeps.
+  /// Watches for the response for `spin` (spin_until), then sleeps until it is there.
   void wait(duration spin) {
-    const time_point until = clock::now() + spin;
-    for (unsigned i = 1; ready.load(std::memory_order_acquire) == 0; ++i) {
-      if (i < 32) {
-        cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
-      if (i % 8 == 0 && clock::now() >= until) {
-        while (ready.load(std::memory_order_acquire) == 0) {
-          ready.wait(0, std::memory_order_acquire);
-        }
-        return;
-      }
+    const auto delivered = [this] { return ready.load(std::memory_order_acquire) != 0; };
+    if (!spin_until(clock::now() + spin, delivered)) {
+      ready.wait(0, std::memory_order_acquire); // returns once `ready` is no longer 0
     }
   }
 };
 
-/// Calls `submit(request&&, response_sink)` and waits for the final response (partial responses
-/// of a decoupled model are dropped, as infer_with's future drops them); a rejected request
-/// returns the failed response.
-template <class Submit>
-[[nodiscard]] response infer_sync_with(Submit&& submit, request&& r, duration spin) {
+/// `self.submit(r, sink)`, then waits for the final response (partial responses of a decoupled
+/// model are dropped, as infer_with's future drops them); a rejected request returns the failed
+/// response.
+template <class Servable>
+[[nodiscard]] response infer_sync_with(Servable& self, request&& r, duration spin) {
   sync_slot slot;
   std::string id = r.id;
-  status s = submit(std::move(r), [&slot](response&& out) {
+  status s = self.submit(std::move(r), [&slot](response&& out) {
     if (out.final) {
       slot.deliver(std::move(out));
     }

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
-#include <thread>
 
 namespace servekit::detail {
 
@@ -38,21 +37,7 @@ inline constexpr duration spin_before_sleep = std::chrono::microseconds{20};
 /// when work showed up.
 template <class HasWork>
 [[nodiscard]] bool spin_for_work(time_point deadline, HasWork has_work) noexcept {
-  const time_point until = std::min(clock::now() + spin_before_sleep, deadline);
-  for (unsigned i = 1;; ++i) {
-    if (has_work()) {
-      return true;
-    }
-    // Pause first; then yield, so that a submitter sharing this CPU gets to run.
-    if (i < 32) {
-      cpu_relax();
-    } else {
-      std::this_thread::yield();
-    }
-    if (i % 8 == 0 && clock::now() >= until) {
-      return false;
-    }
-  }
+  return spin_until(std::min(clock::now() + spin_before_sleep, deadline), has_work);
 }
 
 /// `s` for a model of `instances` instances (cores that pin requests to instances need it).
