@@ -10,11 +10,15 @@
 // max_batch_size 32, 2 instances of 1 intra-op thread each.
 //
 // direct    module.forward on one [1, 1, 8, 8] request in a loop (the floor): direct_p50_us.
-// served    the same request through the repository's model, one at a time, with infer_sync
-//           (the caller watches for its response before it sleeps): served_p50_us. Goal: served
-//           <= 1.05 x direct + one pingpong_us (a condition_variable hand-off). served_cv_p50_us
-//           is a client that sleeps on a condition_variable at once. The three take turns in
-//           blocks of 50 calls, so that the machine's drifting speed falls on each alike.
+// served    the same request through the repository's model, one at a time, with infer_sync:
+//           served_p50_us. The LibTorch backend declares execute_on_any_thread, so the caller
+//           holds a free instance and runs the batch on its own thread. Goal: served <= 1.05 x
+//           direct + one pingpong_us (a condition_variable hand-off).
+//           served_handoff_p50_us: the same through the instances' threads (submit, then
+//           infer_sync's wait: watch for the response for 50 us, then sleep).
+//           served_cv_p50_us: submit, and a client that sleeps on a condition_variable at once.
+//           The four take turns in blocks of 50 calls, so that the machine's drifting speed
+//           falls on each alike.
 // load      64 requests in flight: served_rps (dynamic batching) against direct_rps (the same
 //           offered load served first come first served by as many threads as cores, each
 //           calling forward on one request at a time with a module of its own); p99 of each
@@ -34,6 +38,8 @@
 #include <servekit/libtorch/backend.hpp>
 #include <servekit/repository.hpp>
 #include <servekit/runtime/capacity_planner.hpp>
+#include <servekit/runtime/detail/infer.hpp>
+#include <servekit/runtime/model_ref.hpp>
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -107,6 +113,16 @@ bool right(const servekit::response& r) {
   const servekit::tensor* out = r.find_output("OUTPUT__0");
   return r.ok() && out != nullptr && out->shape == servekit::shape{1, 10};
 }
+
+/// The model as a servable with submit only: infer_sync_with then waits for a response that the
+/// instances' threads execute (the path every asynchronous client takes), where the model's own
+/// infer_sync would run the batch on the caller's thread.
+struct through_instances {
+  servekit::model_ref model;
+  [[nodiscard]] servekit::status submit(servekit::request&& r, servekit::response_sink sink) const {
+    return model.submit(std::move(r), std::move(sink));
+  }
+};
 
 /// One request through the model, waiting on a condition_variable (what a synchronous client
 /// of an asynchronous API writes).
@@ -312,16 +328,22 @@ int main(int argc, char** argv) {
     const auto served_call = [&](std::uint64_t) {
       return right(served.infer_sync(image_request()));
     };
+    const through_instances handoff{served};
+    const auto served_handoff_call = [&](std::uint64_t) {
+      return right(servekit::detail::infer_sync_with(handoff, image_request(),
+                                                     servekit::sync_response_spin));
+    };
     waiter cv_client;
     cv_client.to_callback_us.reserve(static_cast<std::size_t>(samples) * 2);
     const auto served_cv_call = [&](std::uint64_t) { return cv_client.call(served); };
 
-    // The three take turns in blocks of 50 calls, so that a slow spell of this shared machine
+    // The four take turns in blocks of 50 calls, so that a slow spell of this shared machine
     // (forward alone drifts between 11 and 18 us in spells of milliseconds) falls on each of them
     // alike: the goal compares them.
     constexpr int block = 50;
     servekit_bench::timed_calls direct;
     servekit_bench::timed_calls served_sync;
+    servekit_bench::timed_calls served_handoff;
     servekit_bench::timed_calls served_cv;
     const auto take = [&](servekit_bench::timed_calls& into, const servekit_bench::timed_calls& c) {
       into.us.insert(into.us.end(), c.us.begin(), c.us.end());
@@ -330,6 +352,7 @@ int main(int argc, char** argv) {
     // Context switches per call (every thread of the process), a figure this machine's noise
     // leaves alone: each one is a thread that slept or was pushed off its CPU.
     double sync_switches = 0;
+    double handoff_switches = 0;
     double cv_switches = 0;
     const auto switches_during = [](auto&& run) {
       const double before = servekit_bench::process_usage::now().switches;
@@ -341,21 +364,27 @@ int main(int argc, char** argv) {
       take(direct, servekit_bench::time_calls(warmup, block, direct_call));
       sync_switches += switches_during(
           [&] { take(served_sync, servekit_bench::time_calls(warmup, block, served_call)); });
+      handoff_switches += switches_during([&] {
+        take(served_handoff, servekit_bench::time_calls(warmup, block, served_handoff_call));
+      });
       cv_switches += switches_during(
           [&] { take(served_cv, servekit_bench::time_calls(warmup, block, served_cv_call)); });
     }
     const auto per_call = [&](double switches) { // over the timed calls and the warm-up block
       return switches / static_cast<double>(served_sync.us.size() + block);
     };
-    wrong += direct.wrong + served_sync.wrong + served_cv.wrong;
+    wrong += direct.wrong + served_sync.wrong + served_handoff.wrong + served_cv.wrong;
     figures.row("direct_p50_us", servekit_bench::percentile(direct.us, 0.5),
                 "module.forward, one request");
     figures.row("served_p50_us", servekit_bench::percentile(served_sync.us, 0.5),
-                "through model<>, one at a time (infer_sync)");
+                "through model<>, one at a time (infer_sync: on the caller's thread)");
     figures.row("served_overhead_us", figures.get("served_p50_us") - figures.get("direct_p50_us"),
                 "served_p50_us - direct_p50_us");
     figures.row("served_switches_per_call", per_call(sync_switches),
                 "context switches per infer_sync call, all threads");
+    figures.row("served_handoff_p50_us", servekit_bench::percentile(served_handoff.us, 0.5),
+                "the same on the instances' threads, the caller watching (submit + wait)");
+    figures.row("served_handoff_switches_per_call", per_call(handoff_switches));
     figures.row("served_cv_p50_us", servekit_bench::percentile(served_cv.us, 0.5),
                 "the same, the client asleep on a condition_variable");
     figures.row("served_cv_switches_per_call", per_call(cv_switches));

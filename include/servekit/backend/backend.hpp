@@ -24,6 +24,7 @@
 ///     static constexpr std::int32_t max_batch_size = 8;   // largest batch it accepts (0: none)
 ///     static constexpr bool batching = true;              // may requests be batched together?
 ///     static constexpr bool decoupled = false;            // several responses per request?
+///     static constexpr bool execute_on_any_thread = false; // see below
 ///     static constexpr servekit::tensor_declaration inputs[] = {...};
 ///     static constexpr servekit::tensor_declaration outputs[] = {...};
 ///     static int device_count() noexcept;                 // GPUs it can run on (see below)
@@ -33,6 +34,13 @@
 /// Triton's KIND_AUTO (every visible GPU, else the CPU) and KIND_GPU without `gpus` (every visible
 /// GPU), and refuses GPUs that are not there. A backend without it is placed where the config
 /// says, GPU ids unchecked.
+///
+/// `execute` runs on its instance's thread, one batch at a time. A backend whose `execute` keeps
+/// nothing in thread-local state (it sets what it needs, such as a CUDA device or an OpenMP
+/// thread count, in each call) may declare `execute_on_any_thread = true`: then a synchronous
+/// caller (`infer_sync`) that finds an instance free and nothing queued executes its batch on its
+/// own thread, holding that instance as the instance's thread would, and saves the two
+/// hand-offs between threads. Still one batch at a time per instance.
 
 #include <servekit/backend/batch.hpp>
 #include <servekit/backend/instance_context.hpp>
@@ -110,6 +118,15 @@ concept declares_decoupled_as_bool = requires {
   bool > ;
 };
 template <class B>
+concept declares_execute_on_any_thread = requires {
+  B::execute_on_any_thread;
+};
+template <class B>
+concept declares_execute_on_any_thread_as_bool = requires {
+  requires std::same_as < std::remove_cvref_t<decltype(B::execute_on_any_thread)>,
+  bool > ;
+};
+template <class B>
 concept declares_inputs = requires {
   B::inputs;
 };
@@ -169,6 +186,14 @@ struct backend_traits {
       return false;
     }
   }();
+  /// Whether `execute` may run on a synchronous caller's thread (see the file comment).
+  static constexpr bool execute_on_any_thread = [] {
+    if constexpr (detail::declares_execute_on_any_thread_as_bool<B>) {
+      return B::execute_on_any_thread;
+    } else {
+      return false;
+    }
+  }();
   /// Declared inputs; empty when the backend declares none (the config may declare them).
   static constexpr std::span<const tensor_declaration> inputs = [] {
     if constexpr (detail::declares_inputs_as_specs<B>) {
@@ -218,6 +243,10 @@ consteval bool check_backend() {
   static_assert(!detail::declares_decoupled<B> || detail::declares_decoupled_as_bool<B>,
                 "servekit: a backend's `decoupled` must be "
                 "`static constexpr bool decoupled = ...;`");
+  static_assert(!detail::declares_execute_on_any_thread<B> ||
+                    detail::declares_execute_on_any_thread_as_bool<B>,
+                "servekit: a backend's `execute_on_any_thread` must be "
+                "`static constexpr bool execute_on_any_thread = ...;`");
   static_assert(!detail::declares_inputs<B> || detail::declares_inputs_as_specs<B>,
                 "servekit: a backend's `inputs` must be "
                 "`static constexpr servekit::tensor_declaration inputs[] = {...};`");

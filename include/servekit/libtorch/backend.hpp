@@ -66,6 +66,10 @@ private:
 class backend {
 public:
   using model_state = torchscript_model;
+  /// execute() sets what it needs on the calling thread each time (the intra-op thread count,
+  /// inference mode), so a synchronous caller may run it on its own thread (infer_sync). That
+  /// thread keeps the model's intra-op thread count afterwards, as an instance's thread does.
+  static constexpr bool execute_on_any_thread = true;
 
   SERVEKIT_DECL backend(const instance_context& context, model_state& model);
   SERVEKIT_DECL ~backend();

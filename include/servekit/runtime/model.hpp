@@ -244,21 +244,14 @@ public:
   /// through `sink`: the returned status is the answer (`invalid_argument` for bad input, naming
   /// it; `unavailable` for a full queue or a model shutting down).
   [[nodiscard]] status submit(request&& r, response_sink sink) {
-    if (!sink) {
-      return invalid_argument("submit to model '" + options_.name + "' needs a response sink");
-    }
-    std::int64_t elements = 1;
-    if (auto s = validator_.validate(r, elements); !s.ok()) {
-      return s;
-    }
-    if (cache_ != nullptr) [[unlikely]] {
-      return detail::cached_submit(*cache_, options_.name, options_.version, std::move(r),
-                                   std::move(sink), stats_,
-                                   [this, elements](request&& q, response_sink s) {
-                                     return shell_.submit(std::move(q), std::move(s), elements);
-                                   });
-    }
-    return shell_.submit(std::move(r), std::move(sink), elements);
+    return enter<false>(std::move(r), std::move(sink));
+  }
+
+  /// submit(), executing on this thread when the backend allows it (`execute_on_any_thread`),
+  /// an instance is free and nothing is queued: then `sink` has the response before this returns.
+  /// Otherwise exactly submit(). What infer_sync uses: a caller that waits anyway does the work.
+  [[nodiscard]] status submit_here(request&& r, response_sink sink) {
+    return enter<true>(std::move(r), std::move(sink));
   }
 
   /// The same, as a future. A rejected request's future holds the failed response.
@@ -336,6 +329,30 @@ public:
   }
 
 private:
+  template <bool Here>
+  [[nodiscard]] status enter(request&& r, response_sink sink) {
+    if (!sink) {
+      return invalid_argument("submit to model '" + options_.name + "' needs a response sink");
+    }
+    std::int64_t elements = 1;
+    if (auto s = validator_.validate(r, elements); !s.ok()) {
+      return s;
+    }
+    const auto to_shell = [this, elements](request&& q, response_sink s) {
+      if constexpr (Here &&
+                    requires { shell_.submit_here(std::move(q), std::move(s), elements); }) {
+        return shell_.submit_here(std::move(q), std::move(s), elements);
+      } else {
+        return shell_.submit(std::move(q), std::move(s), elements);
+      }
+    };
+    if (cache_ != nullptr) [[unlikely]] {
+      return detail::cached_submit(*cache_, options_.name, options_.version, std::move(r),
+                                   std::move(sink), stats_, to_shell);
+    }
+    return to_shell(std::move(r), std::move(sink));
+  }
+
   /// What placement may assume of GPUs: the backend's count, if it runs on GPUs at all.
   [[nodiscard]] static std::optional<int> visible_gpus() noexcept {
     if constexpr (traits::runs_on_gpus) {

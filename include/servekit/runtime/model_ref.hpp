@@ -139,6 +139,10 @@ public:
   [[nodiscard]] response infer_sync(request&& r, duration spin = sync_response_spin) const {
     return detail::infer_sync_with(*this, std::move(r), spin);
   }
+  /// The servable's submit_here (model<>: execute on this thread when it can), else submit.
+  [[nodiscard]] status submit_here(request&& r, response_sink sink) const {
+    return ops_->submit_here(self_, std::move(r), std::move(sink));
+  }
   void cancel(cancellation_source& source) const { ops_->cancel(self_, source); }
   [[nodiscard]] std::string_view name() const { return ops_->name(self_); }
   [[nodiscard]] std::int64_t version() const { return ops_->version(self_); }
@@ -155,6 +159,7 @@ public:
 private:
   struct operations {
     status (*submit)(void*, request&&, response_sink&&);
+    status (*submit_here)(void*, request&&, response_sink&&);
     void (*cancel)(void*, cancellation_source&);
     std::string_view (*name)(const void*);
     std::int64_t (*version)(const void*);
@@ -169,6 +174,13 @@ private:
   static constexpr operations ops_for{
       [](void* m, request&& r, response_sink&& s) {
         return static_cast<M*>(m)->submit(std::move(r), std::move(s));
+      },
+      [](void* m, request&& r, response_sink&& s) {
+        if constexpr (requires(M & x) { x.submit_here(std::move(r), std::move(s)); }) {
+          return static_cast<M*>(m)->submit_here(std::move(r), std::move(s));
+        } else {
+          return static_cast<M*>(m)->submit(std::move(r), std::move(s));
+        }
       },
       [](void* m, cancellation_source& c) { static_cast<M*>(m)->cancel(c); },
       [](const void* m) -> std::string_view { return static_cast<const M*>(m)->name(); },

@@ -63,7 +63,8 @@ public:
                  const model_environment& environment)
       : config_{config}, stats_{stats}, placements_{std::move(placements)}, core_{config.scheduler},
         runtime_{options, config, placements_, stats, environment},
-        preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering} {
+        preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering},
+        holds_{std::make_unique<instance_hold[]>(runtime_.instance_count())} {
     setup_admission();
     start_threads();
   }
@@ -77,32 +78,16 @@ public:
   /// Queues a validated request that counts `elements` toward a batch, or says why not
   /// (`unavailable`: shutting down, or its priority level is full). Any thread, no lock.
   [[nodiscard]] status submit(request&& r, response_sink&& sink, std::int64_t elements) {
-    const auto guard = runtime_.guard_submit();
-    if (!runtime_.running()) {
-      return runtime_.refusal();
-    }
-    const std::uint32_t level = core_.level_of(r);
-    if (bounded_[level] && !admit(level)) {
-      stats_.record_early_failure(failure_reason::rejected, 0);
-      return unavailable("Exceeds maximum queue size");
-    }
-    r.arrival = clock::now();
-    const time_point deadline = timekeeper_ ? core_.deadline_of(r) : never;
-    pending_ptr p = make_pending(std::move(r), std::move(sink));
-    p->batch_elements = elements;
-    p->level = level;
-    p->ticket = submitted_.fetch_add(1, std::memory_order_seq_cst);
-    stats_.add_pending(1);
-    intake_.push(std::move(p));
-    // An instance spinning for work takes this request without being woken; waking a parked one
-    // as well would cost this thread a futex system call and the machine a thread that wakes to
-    // find nothing (on two cores, one that competes with the spinner and the client).
-    if (spinning_.load(std::memory_order_seq_cst) == 0 &&
-        idle_.load(std::memory_order_seq_cst) > 0) {
-      idle_spot_.wake_one();
-    }
-    runtime_.wake_timekeeper_before(deadline);
-    return {};
+    return enter<false>(std::move(r), std::move(sink), elements);
+  }
+
+  /// submit(), executing on this thread when that is faster and allowed: when the backend
+  /// declares `execute_on_any_thread`, an instance is free and nothing is queued ahead, this
+  /// thread holds that instance, has the core form the batch and executes it, so the response
+  /// reaches `sink` before this returns (infer_sync's path: two hand-offs between threads
+  /// saved). Otherwise, or when the core waits for more (a queue delay), the same as submit.
+  [[nodiscard]] status submit_here(request&& r, response_sink&& sink, std::int64_t elements) {
+    return enter<here_allowed>(std::move(r), std::move(sink), elements);
   }
 
   /// Cancels the requests whose tokens come from `source`. Queued ones are answered with
@@ -159,6 +144,169 @@ public:
 
 private:
   using instance = detail::backend_instance<Backend>;
+
+  /// Whether submit_here may execute on the caller's thread: the backend allows it, and the
+  /// model is not decoupled (a decoupled backend's responses outlive execute).
+  static constexpr bool here_allowed = traits::execute_on_any_thread && !traits::decoupled;
+
+  // -- entering: submit and submit_here ----------------------------------------------------------
+
+  template <bool Here>
+  [[nodiscard]] status enter(request&& r, response_sink&& sink, std::int64_t elements) {
+    const auto guard = runtime_.guard_submit();
+    if (!runtime_.running()) {
+      return runtime_.refusal();
+    }
+    const std::uint32_t level = core_.level_of(r);
+    if (bounded_[level] && !admit(level)) {
+      stats_.record_early_failure(failure_reason::rejected, 0);
+      return unavailable("Exceeds maximum queue size");
+    }
+    r.arrival = clock::now();
+    const time_point deadline = timekeeper_ ? core_.deadline_of(r) : never;
+    pending_ptr p = make_pending(std::move(r), std::move(sink));
+    p->batch_elements = elements;
+    p->level = level;
+    stats_.add_pending(1);
+    if constexpr (Here) {
+      if (const std::optional<std::size_t> held = try_hold_free_instance()) {
+        p = run_here(*held, std::move(p), deadline);
+        if (!p) {
+          return {};
+        }
+        // The core held requests already: this one queues behind them, as submit queues it.
+      }
+    }
+    p->ticket = submitted_.fetch_add(1, std::memory_order_seq_cst);
+    intake_.push(std::move(p));
+    // An instance spinning for work takes this request without being woken; waking a parked one
+    // as well would cost this thread a futex system call and the machine a thread that wakes to
+    // find nothing (on two cores, one that competes with the spinner and the client).
+    if (spinning_.load(std::memory_order_seq_cst) == 0 &&
+        idle_.load(std::memory_order_seq_cst) > 0) {
+      idle_spot_.wake_one();
+    }
+    runtime_.wake_timekeeper_before(deadline);
+    return {};
+  }
+
+  // -- holding an instance: its thread, or a caller of submit_here -------------------------------
+  //
+  // Whoever executes on an instance holds it: its own thread from the batch it forms until it
+  // runs out of work, or a submit_here caller for one batch. Holding is a flag per instance taken
+  // with a compare-exchange (acquire) and given back with a release store, so an execute on one
+  // thread happens before the next on another, and the backend still sees one batch at a time.
+  // The order is always "hold the instance, then take core_mutex_"; nobody waits for a flag while
+  // holding core_mutex_.
+
+  /// A batch's times and arrivals, kept from its execution until the instance next holds the
+  /// core's lock (so that a core that learns from executions costs no extra lock).
+  struct finished_batch {
+    time_point started{};
+    time_point finished{};
+    std::int64_t elements = 0;
+    std::vector<time_point> arrivals; // reused: grows to the largest batch, then allocates no more
+    bool pending = false;
+  };
+
+  struct instance_hold {
+    alignas(64) std::atomic<std::uint32_t> held{0};
+    // The caller's working state for a batch it executes on this instance (reused: a caller
+    // allocates nothing per request beyond what the instance's thread would).
+    batch_plan plan;
+    early_exits exits;
+    batch b;
+    finished_batch done;
+  };
+
+  [[nodiscard]] bool try_hold(std::size_t index) noexcept {
+    std::uint32_t expected = 0;
+    return holds_[index].held.load(std::memory_order_relaxed) == 0 &&
+           holds_[index].held.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                                      std::memory_order_relaxed);
+  }
+
+  void let_go(std::size_t index) noexcept {
+    holds_[index].held.store(0, std::memory_order_release);
+    holds_[index].held.notify_one(); // the instance's thread, if it waits in hold()
+  }
+
+  /// The instance's thread before it forms a batch. If a caller is executing on the instance,
+  /// whatever woke this thread is another instance's to take meanwhile: wake a parked one (a
+  /// submitter that saw this thread spinning woke nobody), then wait for the caller to finish.
+  void hold(std::size_t index) noexcept {
+    while (!try_hold(index)) {
+      if (idle_.load(std::memory_order_seq_cst) > 0) {
+        idle_spot_.wake_one();
+      }
+      holds_[index].held.wait(1, std::memory_order_acquire);
+    }
+  }
+
+  [[nodiscard]] std::optional<std::size_t> try_hold_free_instance() noexcept {
+    for (std::size_t i = 0; i < runtime_.instance_count(); ++i) {
+      if (try_hold(i)) {
+        return i;
+      }
+    }
+    return std::nullopt;
+  }
+
+  /// submit_here's execution on instance `index`, which this thread holds: gives the request to
+  /// the core and executes the batch the core forms at once. Returns the request back, not
+  /// queued, if the core held requests already (they go first, on the instances' threads).
+  [[nodiscard]] pending_ptr run_here(std::size_t index, pending_ptr p, time_point deadline) {
+    instance_hold& h = holds_[index];
+    bool formed = false;
+    bool more = false;
+    std::uint64_t sequence = 0;
+    {
+      const std::lock_guard lock{core_mutex_};
+      take_intake();
+      if (core_.size() == 0) {
+        // Counted as submitted and consumed at once: it never passes through the intake.
+        p->ticket = submitted_.fetch_add(1, std::memory_order_seq_cst);
+        consumed_.store(consumed_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+        core_.enqueue(std::move(p));
+        formed = core_.form_batch(clock::now(), h.plan, h.exits);
+        if (formed) {
+          sequence = next_sequence_++;
+          for (const auto& q : h.plan.requests) {
+            release_admission(*q);
+          }
+          more = core_.size() != 0;
+        } else {
+          // The core keeps it (a queue delay): the instances' threads read its new deadline.
+          core_generation_.fetch_add(1, std::memory_order_seq_cst);
+        }
+        release_admissions(h.exits);
+      }
+    }
+    if (p) {
+      let_go(index);
+      return p;
+    }
+    if (!h.exits.empty()) {
+      detail::answer_early_exits(h.exits, stats_, clock::now());
+    }
+    if (formed) {
+      if (more) {
+        wake_idle_instance();
+      }
+      execute(runtime_.at(index), h.plan, h.b, sequence, h.done);
+      if constexpr (core_observes_batches<Core>) {
+        const std::lock_guard lock{core_mutex_};
+        core_.batch_done(h.done.started, h.done.finished, h.done.elements, h.done.arrivals);
+        h.done.pending = false;
+      }
+      let_go(index);
+    } else {
+      let_go(index);
+      wake_idle_instance();
+      runtime_.wake_timekeeper_before(deadline);
+    }
+    return nullptr;
+  }
 
   // -- admission: max_queue_size without taking the core's lock -------------------------------
 
@@ -259,8 +407,13 @@ private:
     batch_plan plan;
     early_exits exits;
     batch b;
-    finished_batch done; // the batch this instance executed last, for a core that learns from it
+    finished_batch done;  // the batch this instance executed last, for a core that learns from it
+    bool holding = false; // this thread holds its instance (see "holding an instance")
     for (;;) {
+      if (!holding) {
+        hold(index);
+        holding = true;
+      }
       bool formed = false;
       bool finished = false;
       bool more = false;
@@ -298,8 +451,10 @@ private:
           wake_idle_instance(); // another instance can start the rest
         }
         execute(self, plan, b, sequence, done);
-        continue;
+        continue; // still holding the instance
       }
+      let_go(index); // idle: a submit_here caller may execute on it meanwhile
+      holding = false;
       if (finished) {
         return;
       }
@@ -361,16 +516,6 @@ private:
   }
 
   // -- execution ---------------------------------------------------------------------------------
-
-  /// A batch's times and arrivals, kept from its execution until the instance next holds the
-  /// core's lock (so that a core that learns from executions costs no extra lock).
-  struct finished_batch {
-    time_point started{};
-    time_point finished{};
-    std::int64_t elements = 0;
-    std::vector<time_point> arrivals; // reused: grows to the largest batch, then allocates no more
-    bool pending = false;
-  };
 
   void execute(instance& self, batch_plan& plan, batch& b, std::uint64_t sequence,
                finished_batch& done) {
@@ -436,6 +581,8 @@ private:
 
   bool preserve_ordering_ = false;
   detail::ordered_completion ordering_;
+  // One per instance (see "holding an instance"); sized before the threads start.
+  std::unique_ptr<instance_hold[]> holds_;
 };
 
 } // namespace servekit

@@ -71,18 +71,27 @@ struct sync_slot {
   }
 };
 
-/// `self.submit(r, sink)`, then waits for the final response (partial responses of a decoupled
-/// model are dropped, as infer_with's future drops them); a rejected request returns the failed
-/// response.
+/// `self.submit(r, sink)` (`submit_here` where the servable has it), then waits for the final
+/// response (partial responses of a decoupled model are dropped, as infer_with's future drops
+/// them); a rejected request returns the failed response.
 template <class Servable>
 [[nodiscard]] response infer_sync_with(Servable& self, request&& r, duration spin) {
   sync_slot slot;
   std::string id = r.id;
-  status s = self.submit(std::move(r), [&slot](response&& out) {
+  auto sink = [&slot](response&& out) {
     if (out.final) {
       slot.deliver(std::move(out));
     }
-  });
+  };
+  // A servable that can execute on this thread (model<>'s submit_here) does: this thread would
+  // only wait otherwise, and the two hand-offs between threads cost more than a small model runs.
+  status s = [&] {
+    if constexpr (requires { self.submit_here(std::move(r), sink); }) {
+      return self.submit_here(std::move(r), sink);
+    } else {
+      return self.submit(std::move(r), sink);
+    }
+  }();
   if (!s.ok()) {
     return response::failure(std::move(s), std::move(id));
   }
