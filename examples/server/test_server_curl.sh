@@ -36,6 +36,9 @@ fail() {
   exit 1
 }
 
+# Created here, not by the background job's redirection: the loop below reads it at once, and
+# under load the job may not have opened it yet (sed on a missing file stops this script).
+: >"$work/stdout"
 "$server_bin" --model-repository "$repository" --http-port 0 --grpc-port 0 >"$work/stdout" 2>"$work/stderr" &
 server=$!
 

@@ -22,6 +22,9 @@ fail() {
   exit 1
 }
 
+# Created here, not by the background job's redirection: the loop below reads it at once, and
+# under load the job may not have opened it yet (sed on a missing file stops this script).
+: >"$work/stdout"
 "$server_bin" "$work/models" >"$work/stdout" 2>"$work/stderr" &
 server=$!
 address=""

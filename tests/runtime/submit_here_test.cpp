@@ -3,7 +3,8 @@
 // which thread executes; that an instance never runs two batches at once, whoever holds it; that
 // work arriving while a caller holds an instance goes to another instance; that a queue delay,
 // requests queued ahead and a backend that does not allow it all take the instances' threads;
-// statistics; shutdown waiting for a caller's execution.
+// statistics; a sink that throws on the caller's thread; shutdown waiting for a caller's
+// execution.
 #include "archetypes/gate.hpp"
 
 #include <servekit/runtime/model.hpp>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -268,6 +270,23 @@ TEST_F(submit_here_test, CallersAndSubmittersTogetherNeverRunTwoBatchesOnOneInst
   EXPECT_EQ(m.statistics().inference_count, 6U * per_thread);
   std::printf("executed on the caller's thread: %d of %d synchronous calls\n", here.load(),
               4 * per_thread);
+}
+
+TEST_F(submit_here_test, ASinkThatThrowsOnTheCallersThreadIsContainedAsOnAnInstancesThread) {
+  // Sinks must not throw; one that does is swallowed where the response is delivered, here on the
+  // caller's thread, and the instance goes on serving.
+  doubler_model<anywhere, 1> m{options()};
+  bool called = false;
+  EXPECT_TRUE(m.submit_here(make_request(1), [&](servekit::response&&) {
+                 called = true;
+                 throw std::runtime_error{"sink"};
+               }).ok());
+  EXPECT_TRUE(called); // on this thread, before submit_here returned
+  auto next = m.infer(make_request(2));
+  ASSERT_EQ(next.wait_for(10s), std::future_status::ready);
+  EXPECT_NE(executed_on(next.get(), 2), this_thread());
+  // (Wherever this one runs: the instance's thread may still be finishing the last batch.)
+  EXPECT_NE(executed_on(m.infer_sync(make_request(3)), 3), 0U);
 }
 
 TEST_F(submit_here_test, ShutdownWaitsForACallersExecutionAndThenRefuses) {

@@ -11,6 +11,7 @@
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/intake.hpp>
 #include <servekit/queue/request_queue.hpp>
+#include <servekit/runtime/detail/cpu_relax.hpp>
 #include <servekit/runtime/detail/finish.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
@@ -193,11 +194,18 @@ private:
   // -- holding an instance: its thread, or a caller of submit_here -------------------------------
   //
   // Whoever executes on an instance holds it: its own thread from the batch it forms until it
-  // runs out of work, or a submit_here caller for one batch. Holding is a flag per instance taken
+  // runs out of work, or a submit_here caller for one batch. Holding is a state per instance taken
   // with a compare-exchange (acquire) and given back with a release store, so an execute on one
   // thread happens before the next on another, and the backend still sees one batch at a time.
-  // The order is always "hold the instance, then take core_mutex_"; nobody waits for a flag while
-  // holding core_mutex_.
+  // The order is always "hold the instance, then take core_mutex_"; nobody waits for an instance
+  // while holding core_mutex_.
+  //
+  // A holder is `looking` while it takes the core's lock and asks for a batch, then `executing`.
+  // An instance whose thread is only looking is not busy: a caller that finds no instance free
+  // waits while one is looking (a short, lock-bounded step), so that "an instance is free" means
+  // "no instance is executing", whatever the instances' threads happen to be doing.
+
+  enum hold_state : std::uint32_t { free_to_hold = 0, looking = 1, executing = 2 };
 
   /// A batch's times and arrivals, kept from its execution until the instance next holds the
   /// core's lock (so that a core that learns from executions costs no extra lock).
@@ -220,36 +228,61 @@ private:
   };
 
   [[nodiscard]] bool try_hold(std::size_t index) noexcept {
-    std::uint32_t expected = 0;
-    return holds_[index].held.load(std::memory_order_relaxed) == 0 &&
-           holds_[index].held.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+    std::uint32_t expected = free_to_hold;
+    return holds_[index].held.load(std::memory_order_relaxed) == free_to_hold &&
+           holds_[index].held.compare_exchange_strong(expected, looking, std::memory_order_acquire,
                                                       std::memory_order_relaxed);
   }
 
+  /// The holder of `index` says what it is doing (only the holder writes while it holds).
+  void mark(std::size_t index, hold_state state) noexcept {
+    holds_[index].held.store(state, std::memory_order_relaxed);
+  }
+
   void let_go(std::size_t index) noexcept {
-    holds_[index].held.store(0, std::memory_order_release);
+    holds_[index].held.store(free_to_hold, std::memory_order_release);
     holds_[index].held.notify_one(); // the instance's thread, if it waits in hold()
   }
 
-  /// The instance's thread before it forms a batch. If a caller is executing on the instance,
-  /// whatever woke this thread is another instance's to take meanwhile: wake a parked one (a
-  /// submitter that saw this thread spinning woke nobody), then wait for the caller to finish.
+  /// The instance's thread before it forms a batch. If a caller holds the instance, whatever
+  /// woke this thread is another instance's to take meanwhile: wake a parked one (a submitter
+  /// that saw this thread spinning woke nobody), then wait for the caller to let go.
   void hold(std::size_t index) noexcept {
     while (!try_hold(index)) {
       if (idle_.load(std::memory_order_seq_cst) > 0) {
         idle_spot_.wake_one();
       }
-      holds_[index].held.wait(1, std::memory_order_acquire);
+      const std::uint32_t state = holds_[index].held.load(std::memory_order_acquire);
+      if (state != free_to_hold) {
+        holds_[index].held.wait(state, std::memory_order_acquire); // let_go notifies
+      }
     }
   }
 
+  /// A free instance, now held by this thread; none if every instance is executing. While an
+  /// instance is only looking (its thread checking the core), waits for it to finish looking.
   [[nodiscard]] std::optional<std::size_t> try_hold_free_instance() noexcept {
-    for (std::size_t i = 0; i < runtime_.instance_count(); ++i) {
-      if (try_hold(i)) {
-        return i;
+    for (unsigned round = 1;; ++round) {
+      bool all_executing = true;
+      for (std::size_t i = 0; i < runtime_.instance_count(); ++i) {
+        std::uint32_t state = holds_[i].held.load(std::memory_order_relaxed);
+        if (state == free_to_hold &&
+            holds_[i].held.compare_exchange_strong(state, looking, std::memory_order_acquire,
+                                                   std::memory_order_relaxed)) {
+          return i;
+        }
+        // Free a moment ago, or looking: worth another look. Only executing is busy.
+        all_executing = all_executing && state == executing;
+      }
+      if (all_executing) {
+        return std::nullopt;
+      }
+      if (round < 32) {
+        detail::cpu_relax();
+      } else {
+        std::this_thread::yield(); // the looker may need this CPU to finish
       }
     }
-    return std::nullopt;
   }
 
   /// submit_here's execution on instance `index`, which this thread holds: gives the request to
@@ -267,8 +300,11 @@ private:
         // Counted as submitted and consumed at once: it never passes through the intake.
         p->ticket = submitted_.fetch_add(1, std::memory_order_seq_cst);
         consumed_.store(consumed_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+        // Its arrival is "now" to the core: nothing else is queued, and a clock read is a
+        // noticeable part of this path (a few tens of ns on a virtual machine).
+        const time_point now = p->request.arrival;
         core_.enqueue(std::move(p));
-        formed = core_.form_batch(clock::now(), h.plan, h.exits);
+        formed = core_.form_batch(now, h.plan, h.exits);
         if (formed) {
           sequence = next_sequence_++;
           for (const auto& q : h.plan.requests) {
@@ -290,6 +326,7 @@ private:
       detail::answer_early_exits(h.exits, stats_, clock::now());
     }
     if (formed) {
+      mark(index, executing);
       if (more) {
         wake_idle_instance();
       }
@@ -410,7 +447,9 @@ private:
     finished_batch done;  // the batch this instance executed last, for a core that learns from it
     bool holding = false; // this thread holds its instance (see "holding an instance")
     for (;;) {
-      if (!holding) {
+      if (holding) {
+        mark(index, looking);
+      } else {
         hold(index);
         holding = true;
       }
@@ -447,6 +486,7 @@ private:
         detail::answer_early_exits(exits, stats_, clock::now());
       }
       if (formed) {
+        mark(index, executing);
         if (more) {
           wake_idle_instance(); // another instance can start the rest
         }

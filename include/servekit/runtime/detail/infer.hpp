@@ -65,6 +65,9 @@ struct sync_slot {
   /// Watches for the response for `spin` (spin_until), then sleeps until it is there.
   void wait(duration spin) {
     const auto delivered = [this] { return ready.load(std::memory_order_acquire) != 0; };
+    if (delivered()) {
+      return; // answered on this thread (submit_here) or already: no clock read
+    }
     if (!spin_until(clock::now() + spin, delivered)) {
       ready.wait(0, std::memory_order_acquire); // returns once `ready` is no longer 0
     }
