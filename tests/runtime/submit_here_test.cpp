@@ -7,11 +7,13 @@
 // execution.
 #include "archetypes/gate.hpp"
 
+#include <servekit/core/request_builder.hpp>
 #include <servekit/runtime/model.hpp>
 #include <servekit/runtime/model_ref.hpp>
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -81,14 +83,8 @@ using doubler_model =
     servekit::model<Backend, servekit::dynamic_batcher<>, servekit::instance_group<Instances>>;
 
 servekit::request make_request(float value, std::string id = "r") {
-  servekit::request r;
-  r.id = std::move(id);
-  auto t = servekit::make_tensor("INPUT0", data_type::fp32, shape{1, 4});
-  for (auto& v : t.values<float>()) {
-    v = value;
-  }
-  r.inputs.push_back(std::move(t));
-  return r;
+  const std::array<float, 4> values{value, value, value, value};
+  return servekit::request_builder{std::move(id)}.input("INPUT0", {1, 4}, values).build();
 }
 
 servekit::model_options options(std::uint64_t queue_delay_us = 0) {
