@@ -176,11 +176,7 @@ private:
         return static_cast<M*>(m)->submit(std::move(r), std::move(s));
       },
       [](void* m, request&& r, response_sink&& s) {
-        if constexpr (requires(M & x) { x.submit_here(std::move(r), std::move(s)); }) {
-          return static_cast<M*>(m)->submit_here(std::move(r), std::move(s));
-        } else {
-          return static_cast<M*>(m)->submit(std::move(r), std::move(s));
-        }
+        return detail::submit_here_or_submit(*static_cast<M*>(m), std::move(r), std::move(s));
       },
       [](void* m, cancellation_source& c) { static_cast<M*>(m)->cancel(c); },
       [](const void* m) -> std::string_view { return static_cast<const M*>(m)->name(); },

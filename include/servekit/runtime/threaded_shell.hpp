@@ -11,8 +11,8 @@
 #include <servekit/metrics/statistics.hpp>
 #include <servekit/queue/intake.hpp>
 #include <servekit/queue/request_queue.hpp>
-#include <servekit/runtime/detail/cpu_relax.hpp>
 #include <servekit/runtime/detail/finish.hpp>
+#include <servekit/runtime/detail/instance_holds.hpp>
 #include <servekit/runtime/detail/instances.hpp>
 #include <servekit/runtime/detail/ordered_completion.hpp>
 #include <servekit/runtime/detail/parking_spot.hpp>
@@ -65,7 +65,8 @@ public:
       : config_{config}, stats_{stats}, placements_{std::move(placements)}, core_{config.scheduler},
         runtime_{options, config, placements_, stats, environment},
         preserve_ordering_{config.scheduler.dynamic_batching.preserve_ordering},
-        holds_{std::make_unique<instance_hold[]>(runtime_.instance_count())} {
+        holds_{runtime_.instance_count()}, caller_batches_{std::make_unique<caller_batch[]>(
+                                               runtime_.instance_count())} {
     setup_admission();
     start_threads();
   }
@@ -170,7 +171,7 @@ private:
     p->level = level;
     stats_.add_pending(1);
     if constexpr (Here) {
-      if (const std::optional<std::size_t> held = try_hold_free_instance()) {
+      if (const std::optional<std::size_t> held = holds_.try_hold_free()) {
         p = run_here(*held, std::move(p), deadline);
         if (!p) {
           return {};
@@ -191,21 +192,7 @@ private:
     return {};
   }
 
-  // -- holding an instance: its thread, or a caller of submit_here -------------------------------
-  //
-  // Whoever executes on an instance holds it: its own thread from the batch it forms until it
-  // runs out of work, or a submit_here caller for one batch. Holding is a state per instance taken
-  // with a compare-exchange (acquire) and given back with a release store, so an execute on one
-  // thread happens before the next on another, and the backend still sees one batch at a time.
-  // The order is always "hold the instance, then take core_mutex_"; nobody waits for an instance
-  // while holding core_mutex_.
-  //
-  // A holder is `looking` while it takes the core's lock and asks for a batch, then `executing`.
-  // An instance whose thread is only looking is not busy: a caller that finds no instance free
-  // waits while one is looking (a short, lock-bounded step), so that "an instance is free" means
-  // "no instance is executing", whatever the instances' threads happen to be doing.
-
-  enum hold_state : std::uint32_t { free_to_hold = 0, looking = 1, executing = 2 };
+  // -- holding an instance (detail::instance_holds): its thread, or a caller of submit_here ---
 
   /// A batch's times and arrivals, kept from its execution until the instance next holds the
   /// core's lock (so that a core that learns from executions costs no extra lock).
@@ -217,79 +204,31 @@ private:
     bool pending = false;
   };
 
-  struct instance_hold {
-    alignas(64) std::atomic<std::uint32_t> held{0};
-    // The caller's working state for a batch it executes on this instance (reused: a caller
-    // allocates nothing per request beyond what the instance's thread would).
+  /// A submit_here caller's working state for a batch it executes on one instance (reused: a
+  /// caller allocates nothing per request beyond what the instance's thread would).
+  struct caller_batch {
     batch_plan plan;
     early_exits exits;
     batch b;
     finished_batch done;
   };
 
-  [[nodiscard]] bool try_hold(std::size_t index) noexcept {
-    std::uint32_t expected = free_to_hold;
-    return holds_[index].held.load(std::memory_order_relaxed) == free_to_hold &&
-           holds_[index].held.compare_exchange_strong(expected, looking, std::memory_order_acquire,
-                                                      std::memory_order_relaxed);
-  }
-
-  /// The holder of `index` says what it is doing (only the holder writes while it holds).
-  void mark(std::size_t index, hold_state state) noexcept {
-    holds_[index].held.store(state, std::memory_order_relaxed);
-  }
-
-  void let_go(std::size_t index) noexcept {
-    holds_[index].held.store(free_to_hold, std::memory_order_release);
-    holds_[index].held.notify_one(); // the instance's thread, if it waits in hold()
-  }
-
   /// The instance's thread before it forms a batch. If a caller holds the instance, whatever
   /// woke this thread is another instance's to take meanwhile: wake a parked one (a submitter
   /// that saw this thread spinning woke nobody), then wait for the caller to let go.
   void hold(std::size_t index) noexcept {
-    while (!try_hold(index)) {
+    holds_.hold(index, [this] {
       if (idle_.load(std::memory_order_seq_cst) > 0) {
         idle_spot_.wake_one();
       }
-      const std::uint32_t state = holds_[index].held.load(std::memory_order_acquire);
-      if (state != free_to_hold) {
-        holds_[index].held.wait(state, std::memory_order_acquire); // let_go notifies
-      }
-    }
-  }
-
-  /// A free instance, now held by this thread; none if every instance is executing. While an
-  /// instance is only looking (its thread checking the core), waits for it to finish looking.
-  [[nodiscard]] std::optional<std::size_t> try_hold_free_instance() noexcept {
-    for (unsigned round = 1;; ++round) {
-      bool all_executing = true;
-      for (std::size_t i = 0; i < runtime_.instance_count(); ++i) {
-        std::uint32_t state = holds_[i].held.load(std::memory_order_relaxed);
-        if (state == free_to_hold &&
-            holds_[i].held.compare_exchange_strong(state, looking, std::memory_order_acquire,
-                                                   std::memory_order_relaxed)) {
-          return i;
-        }
-        // Free a moment ago, or looking: worth another look. Only executing is busy.
-        all_executing = all_executing && state == executing;
-      }
-      if (all_executing) {
-        return std::nullopt;
-      }
-      if (round < 32) {
-        detail::cpu_relax();
-      } else {
-        std::this_thread::yield(); // the looker may need this CPU to finish
-      }
-    }
+    });
   }
 
   /// submit_here's execution on instance `index`, which this thread holds: gives the request to
   /// the core and executes the batch the core forms at once. Returns the request back, not
   /// queued, if the core held requests already (they go first, on the instances' threads).
   [[nodiscard]] pending_ptr run_here(std::size_t index, pending_ptr p, time_point deadline) {
-    instance_hold& h = holds_[index];
+    caller_batch& h = caller_batches_[index];
     bool formed = false;
     bool more = false;
     std::uint64_t sequence = 0;
@@ -319,14 +258,14 @@ private:
       }
     }
     if (p) {
-      let_go(index);
+      holds_.let_go(index);
       return p;
     }
     if (!h.exits.empty()) {
       detail::answer_early_exits(h.exits, stats_, clock::now());
     }
     if (formed) {
-      mark(index, executing);
+      holds_.mark(index, detail::instance_holds::executing);
       if (more) {
         wake_idle_instance();
       }
@@ -336,9 +275,9 @@ private:
         core_.batch_done(h.done.started, h.done.finished, h.done.elements, h.done.arrivals);
         h.done.pending = false;
       }
-      let_go(index);
+      holds_.let_go(index);
     } else {
-      let_go(index);
+      holds_.let_go(index);
       wake_idle_instance();
       runtime_.wake_timekeeper_before(deadline);
     }
@@ -448,7 +387,7 @@ private:
     bool holding = false; // this thread holds its instance (see "holding an instance")
     for (;;) {
       if (holding) {
-        mark(index, looking);
+        holds_.mark(index, detail::instance_holds::looking);
       } else {
         hold(index);
         holding = true;
@@ -486,14 +425,14 @@ private:
         detail::answer_early_exits(exits, stats_, clock::now());
       }
       if (formed) {
-        mark(index, executing);
+        holds_.mark(index, detail::instance_holds::executing);
         if (more) {
           wake_idle_instance(); // another instance can start the rest
         }
         execute(self, plan, b, sequence, done);
         continue; // still holding the instance
       }
-      let_go(index); // idle: a submit_here caller may execute on it meanwhile
+      holds_.let_go(index); // idle: a submit_here caller may execute on it meanwhile
       holding = false;
       if (finished) {
         return;
@@ -621,8 +560,10 @@ private:
 
   bool preserve_ordering_ = false;
   detail::ordered_completion ordering_;
-  // One per instance (see "holding an instance"); sized before the threads start.
-  std::unique_ptr<instance_hold[]> holds_;
+  // Per instance, sized before the threads start: who executes on it now, and a submit_here
+  // caller's working state for it.
+  detail::instance_holds holds_;
+  std::unique_ptr<caller_batch[]> caller_batches_;
 };
 
 } // namespace servekit

@@ -47,6 +47,17 @@ template <class Servable>
   return future;
 }
 
+/// `self.submit_here(r, sink)` where the servable has it (model<>: execute on this thread when it
+/// can), else `self.submit(r, sink)`.
+template <class Servable>
+[[nodiscard]] status submit_here_or_submit(Servable& self, request&& r, response_sink sink) {
+  if constexpr (requires { self.submit_here(std::move(r), std::move(sink)); }) {
+    return self.submit_here(std::move(r), std::move(sink));
+  } else {
+    return self.submit(std::move(r), std::move(sink));
+  }
+}
+
 /// Where a synchronous caller's final response lands: on the caller's stack, so a call allocates
 /// nothing beyond what submit does. The instance thread moves the response in, then publishes it
 /// with a release store; the caller reads it after an acquire load.
@@ -88,13 +99,7 @@ template <class Servable>
   };
   // A servable that can execute on this thread (model<>'s submit_here) does: this thread would
   // only wait otherwise, and the two hand-offs between threads cost more than a small model runs.
-  status s = [&] {
-    if constexpr (requires { self.submit_here(std::move(r), sink); }) {
-      return self.submit_here(std::move(r), sink);
-    } else {
-      return self.submit(std::move(r), sink);
-    }
-  }();
+  status s = submit_here_or_submit(self, std::move(r), sink);
   if (!s.ok()) {
     return response::failure(std::move(s), std::move(id));
   }
