@@ -26,6 +26,20 @@ target_compile_options(
             "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-fconcepts-diagnostics-depth=3>")
 unset(_servekit_warnings)
 
+# GCC collects its own garbage whenever its heap has grown by ggc-min-expand percent since the last
+# collection, and not below ggc-min-heapsize KiB. Its defaults (100 %, 128 MiB) collect several
+# times in each of our larger translation units (unity batches of tests: 1-3.5 GiB at their peak);
+# these compile them 13 % faster (measured: a batch of runtime tests, 23.0 -> 20.0 s, three runs
+# each) for about 35 % more memory at the peak. Set it empty on a machine with less than 4 GiB per
+# build job.
+set(SERVEKIT_GCC_GC_PARAMS "--param=ggc-min-expand=200;--param=ggc-min-heapsize=1048576"
+    CACHE STRING "GCC's garbage-collector parameters for servekit's own targets (empty: GCC's defaults)")
+if(SERVEKIT_GCC_GC_PARAMS)
+  target_compile_options(
+    servekit_dev_flags
+    INTERFACE "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:${SERVEKIT_GCC_GC_PARAMS}>")
+endif()
+
 # .cu files of tests/examples are C++20 too. CMake 3.25 knows no cuda_std_20 for nvcc, so pass the
 # flag itself there. (No warning flags for CUDA: nvcc would hand them to the host compiler unasked.)
 if(SERVEKIT_CUDA_ENABLED)

@@ -1,5 +1,5 @@
 # cmake -DSOURCE=<file.cpp> -DCOMPILER=<c++> -DINCLUDES=<dir|dir...> [-DDEFINES=<d|d...>]
-#       -P compile_fail.cmake
+#       [-DPRELUDE=<header>] -P compile_fail.cmake
 #
 # Passes when compiling SOURCE fails AND the compiler's diagnostics match the regex on SOURCE's first
 # line, `// expect: <regex>` (CMake regex syntax), AND every word on the lines after it,
@@ -45,7 +45,13 @@ list(TRANSFORM _includes PREPEND "-I")
 list(FILTER _defines EXCLUDE REGEX "^$")
 list(TRANSFORM _defines PREPEND "-D")
 set(TARGET "${SOURCE} under ${COMPILER}")
-execute_process(COMMAND "${COMPILER}" -std=c++20 -fsyntax-only ${_includes} ${_defines}
+# PRELUDE: a header of headers the source includes, included first (GCC uses its precompiled
+# <header>.gch when there is a valid one).
+set(_prelude)
+if(PRELUDE)
+  set(_prelude -include "${PRELUDE}")
+endif()
+execute_process(COMMAND "${COMPILER}" -std=c++20 -fsyntax-only ${_includes} ${_defines} ${_prelude}
                         "${SOURCE}"
                 RESULT_VARIABLE _result OUTPUT_VARIABLE _output ERROR_VARIABLE _output)
 
