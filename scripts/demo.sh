@@ -57,15 +57,18 @@ server=$!
 trap 'kill -TERM "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -f "$log"' EXIT
 trap 'kill -TERM "$server" 2>/dev/null || true' INT TERM
 
-# The server prints `HTTP listening on HOST:PORT` once it accepts connections.
+# The server prints `HTTP listening on HOST:PORT` once it accepts connections, after loading every
+# model. The first start after a build can take a while: LibTorch, OpenCV and CUDA's libraries
+# (several hundred MB) are read from disk then, not from the page cache (once 30 s on the 2-core VM).
 address=""
-for _ in $(seq 1 300); do
+for i in $(seq 1 1200); do # at most 120 s
   address=$(sed -n 's/^HTTP listening on \(.*\)$/\1/p' "$log" | head -n 1)
   [ -n "$address" ] && break
   kill -0 "$server" 2>/dev/null || { echo "demo.sh: the server exited" >&2; exit 1; }
+  [ "$i" -eq 100 ] && echo "demo.sh: waiting for the server to load the models (a first start reads LibTorch from disk)"
   sleep 0.1
 done
-[ -n "$address" ] || { echo "demo.sh: the server did not start listening" >&2; exit 1; }
+[ -n "$address" ] || { echo "demo.sh: the server did not start listening within 120 s" >&2; exit 1; }
 host=${address%:*}
 port=${address##*:}
 
